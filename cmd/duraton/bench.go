@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/server"
+	"github.com/duraton/duraton/storage"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "publish" {
+		fmt.Fprintln(stderr, "usage: duraton bench publish [--messages N] [--concurrency C] [--json]")
+		return errUsage
+	}
+	fs := flag.NewFlagSet("bench publish", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("messages", 20000, "messages to publish")
+	c := fs.Int("concurrency", 64, "concurrent publishing clients")
+	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
+	if err := fs.Parse(args[1:]); err != nil {
+		return errUsage
+	}
+	if *n < 1 || *c < 1 || *c > 10_000 {
+		return errors.New("--messages must be ≥ 1 and --concurrency between 1 and 10000")
+	}
+	res, err := benchPublish(ctx, *n, *c, progressWriter(stderr, *jsonOnly))
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(line))
+	return nil
+}
+
+// benchResult is the JSON line `duraton bench publish` ends with.
+type benchResult struct {
+	Messages        int     `json:"messages"`
+	Concurrency     int     `json:"concurrency"`
+	PublishPerSec   float64 `json:"publish_per_sec"`
+	DeliveredPerSec float64 `json:"delivered_per_sec"`
+	LatencyP50Ms    float64 `json:"latency_p50_ms"`
+	LatencyP99Ms    float64 `json:"latency_p99_ms"`
+	Duplicates      int64   `json:"duplicates"`
+}
+
+// benchPublish runs a server on a fresh temporary store and a no-op endpoint, both on
+// loopback, publishes n messages from c clients and waits until every one was delivered.
+// Latency is publish start → delivery received, read from a timestamp in the body.
+func benchPublish(ctx context.Context, n, c int, progress func(done, total int)) (benchResult, error) {
+	dir, err := os.MkdirTemp("", "duraton-bench-")
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	store, err := storage.Open(dataFile(dir), storage.Options{})
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer store.Close()
+	f := serverFlags{}
+	token, _, err := ensureDefaultProject(modeDev, f, store)
+	if err != nil {
+		return benchResult{}, err
+	}
+	policy := netguard.Policy{Allow: netguard.LoopbackPrefixes()}
+	engine := delivery.New(delivery.Config{Destinations: policy, Logger: discardLogger(), MaxInFlight: 256}, store)
+	srv, err := server.New(server.Config{CheckDestination: policy.CheckURL, Logger: discardLogger()}, engine)
+	if err != nil {
+		return benchResult{}, err
+	}
+
+	// The endpoint: records each message's latency once.
+	latencies := make([]time.Duration, n)
+	seen := make([]atomic.Bool, n)
+	var delivered, dups atomic.Int64
+	allDone := make(chan struct{})
+	endpoint := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		idx, t0, ok := bytes.Cut(body, []byte{' '})
+		i, err1 := strconv.Atoi(string(idx))
+		ns, err2 := strconv.ParseInt(string(t0), 10, 64)
+		if !ok || err1 != nil || err2 != nil || i < 0 || i >= n {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if seen[i].Swap(true) {
+			dups.Add(1)
+		} else {
+			latencies[i] = time.Duration(time.Now().UnixNano() - ns)
+			if delivered.Add(1) == int64(n) {
+				close(allDone)
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})}
+	epLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return benchResult{}, err
+	}
+	go endpoint.Serve(epLn)
+	defer endpoint.Close()
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := engine.Start(ctx); err != nil {
+		return benchResult{}, err
+	}
+	defer engine.Stop()
+	go srv.Serve(apiLn)
+	defer srv.Shutdown(context.Background())
+
+	publishURL := "http://" + apiLn.Addr().String() + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
+	var next atomic.Int64
+	var publishErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, publishURL, bytes.NewBufferString(body))
+				req.Header.Set("Authorization", "Bearer "+token)
+				req.Header.Set("Content-Type", "text/plain")
+				resp, err := client.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusCreated {
+						err = fmt.Errorf("publish answered %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					errOnce.Do(func() { publishErr = err })
+					return
+				}
+			}
+		}()
+	}
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				progress(int(delivered.Load()), n)
+			}
+		}
+	}()
+	wg.Wait()
+	publishDur := time.Since(start)
+	if publishErr != nil {
+		close(stopProgress)
+		return benchResult{}, publishErr
+	}
+	select {
+	case <-allDone:
+	case <-ctx.Done():
+		close(stopProgress)
+		return benchResult{}, ctx.Err()
+	case <-time.After(5 * time.Minute):
+		close(stopProgress)
+		return benchResult{}, fmt.Errorf("only %d of %d messages delivered after 5 minutes", delivered.Load(), n)
+	}
+	deliverDur := time.Since(start)
+	close(stopProgress)
+	progress(n, n)
+
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
+	}
+	return benchResult{
+		Messages: n, Concurrency: c,
+		PublishPerSec:   round1(float64(n) / publishDur.Seconds()),
+		DeliveredPerSec: round1(float64(n) / deliverDur.Seconds()),
+		LatencyP50Ms:    pct(0.50), LatencyP99Ms: pct(0.99),
+		Duplicates: dups.Load(),
+	}, nil
+}
+
+func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// progressWriter draws a one-line progress bar on w, or nothing when quiet.
+func progressWriter(w io.Writer, quiet bool) func(done, total int) {
+	if quiet {
+		return func(int, int) {}
+	}
+	return func(done, total int) {
+		const width = 40
+		filled := done * width / total
+		bar := bytes.Repeat([]byte("#"), filled)
+		bar = append(bar, bytes.Repeat([]byte("."), width-filled)...)
+		fmt.Fprintf(w, "\r[%s] %d/%d delivered", bar, done, total)
+		if done == total {
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// compatTimeout bounds the whole Node run (all test files).
+const compatTimeout = 5 * time.Minute
+
+// TestCompatQStashSDK runs the official @upstash/qstash SDK (testdata/compat, pinned in its
+// package-lock.json) against a real duraton process: it proves that an unmodified QStash
+// client and Receiver work with duraton for publish, batch, messages, DLQ, logs, queues,
+// signing, auth and input validation.
+func TestCompatQStashSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts the duraton binary and Node")
+	}
+	dir, err := filepath.Abs(filepath.Join("testdata", "compat"))
+	require.NoError(t, err)
+
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skipOrFail(t, "node is not on PATH (Node >= 20 is needed)")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@upstash", "qstash")); err != nil {
+		skipOrFail(t, "testdata/compat/node_modules is missing: run `npm ci --prefix cmd/duraton/testdata/compat`")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no *.test.mjs in %s", dir)
+	for i, f := range files {
+		files[i] = filepath.Base(f)
+	}
+
+	p := startDuraton(t, t.TempDir())
+
+	ctx, cancel := context.WithTimeout(context.Background(), compatTimeout)
+	defer cancel()
+	args := append([]string{"--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = dir
+	cmd.Env = append(sdkEnv(os.Environ()), p.Env()...)
+	out := &lineLogger{t: t}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 10 * time.Second
+	err = cmd.Run()
+	out.Flush()
+	if ctx.Err() != nil {
+		t.Fatalf("node --test did not finish within %s", compatTimeout)
+	}
+	require.NoError(t, err, "node --test %s failed (output above)", strings.Join(files, " "))
+}
+
+// skipOrFail skips with an instruction locally, but fails under CI: CI must never silently
+// skip the compatibility suite.
+func skipOrFail(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI is set, so this is a failure, not a skip)", why)
+	}
+	t.Skip(why)
+}
+
+// sdkEnv drops every QSTASH_* variable (QSTASH_DEV / QSTASH_REGION would make the SDK ignore
+// QSTASH_URL, and stale or per-region credentials must not leak in) and NODE_OPTIONS, so the
+// caller can add the real ones.
+func sdkEnv(environ []string) []string {
+	out := environ[:0:0]
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "QSTASH_") || strings.Contains(name, "_QSTASH_") || name == "NODE_OPTIONS" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "NO_COLOR=1")
+}
+
+// lineLogger writes each complete output line to t.Log as it arrives.
+type lineLogger struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		line, err := l.buf.ReadString('\n')
+		if err != nil { // incomplete line: keep it for later
+			l.buf.Reset()
+			l.buf.WriteString(line)
+			return len(p), nil
+		}
+		l.t.Log(strings.TrimRight(line, "\r\n"))
+	}
+}
+
+// Flush logs a trailing line without a newline.
+func (l *lineLogger) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() > 0 {
+		l.t.Log(l.buf.String())
+		l.buf.Reset()
+	}
+}

@@ -1,0 +1,71 @@
+// Command duraton is the one binary of Duraton: `duraton dev` for local development,
+// `duraton serve` for production, project and key administration, and `duraton bench`.
+//
+// Wiring is by hand here: configuration comes from flags and DURATON_* environment
+// variables into each component's Config struct; nothing is global.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `duraton — a self-hosted QStash-compatible workflow delivery service
+
+Usage:
+  duraton dev     [flags]            run locally: ./.duraton data, fixed dev credentials, loopback allowed
+  duraton serve   [flags]            run in production (see README for flags and DURATON_* variables)
+  duraton project create NAME        create a project and print its API token
+  duraton project list               list projects
+  duraton keys show   --project ID   print a project's signing keys
+  duraton keys rotate --project ID   make the next signing key current and generate a new next key
+  duraton bench publish [flags]      benchmark durable publish → delivery on this machine
+
+Run "duraton <command> -h" for the flags of a command.
+`
+
+// run executes one command and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "dev":
+		err = runServer(ctx, modeDev, args[1:], stdout, stderr, getenv)
+	case "serve":
+		err = runServer(ctx, modeServe, args[1:], stdout, stderr, getenv)
+	case "project":
+		err = runProject(args[1:], stdout, stderr, getenv)
+	case "keys":
+		err = runKeys(args[1:], stdout, stderr, getenv)
+	case "bench":
+		err = runBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "duraton: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		if err == errUsage {
+			return 2
+		}
+		fmt.Fprintf(stderr, "duraton: %v\n", err)
+		return 1
+	}
+	return 0
+}

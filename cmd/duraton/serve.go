@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/server"
+	"github.com/duraton/duraton/storage"
+)
+
+// Fixed development credentials. They are the same as the QStash dev server's, so an
+// app already set up for that works unchanged; the token decodes to
+// {"UserID":"defaultUser","Password":"defaultPassword"} (the workflow SDK reads UserID).
+const (
+	devProject    = "default"
+	devToken      = "eyJVc2VySUQiOiJkZWZhdWx0VXNlciIsIlBhc3N3b3JkIjoiZGVmYXVsdFBhc3N3b3JkIn0="
+	devCurrentKey = "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r"
+	devNextKey    = "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs"
+)
+
+func dataFile(dir string) string { return filepath.Join(dir, "duraton.db") }
+
+// runServer runs `dev` or `serve` until ctx ends. Shutdown order: stop accepting HTTP
+// requests (in-progress ones finish, so every acknowledged publish is committed), stop
+// the engine (drain in-flight attempts up to the drain timeout), then close the store.
+func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	f, err := parseServerFlags(m, args, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(f, stderr)
+	allow, _ := parseCIDRs(f.AllowCIDRs)
+	if m == modeDev {
+		allow = append(allow, netguard.LoopbackPrefixes()...)
+	}
+	policy := netguard.Policy{Allow: allow}
+
+	store, err := storage.Open(dataFile(f.DataDir), storage.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	token, project, err := ensureDefaultProject(m, f, store)
+	if err != nil {
+		return err
+	}
+	engine := delivery.New(delivery.Config{
+		MaxInFlight:    f.MaxInFlight,
+		DefaultTimeout: f.DefaultTimeout,
+		DrainTimeout:   f.DrainTimeout,
+		Destinations:   policy,
+		Logger:         log,
+	}, store)
+	srv, err := server.New(server.Config{
+		MaxBodyBytes:     f.MaxBodyBytes,
+		CheckDestination: policy.CheckURL,
+		Logger:           log,
+	}, engine)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.Addr, err)
+	}
+	if err := engine.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+
+	baseURL := "http://" + ln.Addr().String()
+	if m == modeDev {
+		fmt.Fprintf(stdout, "export QSTASH_URL=%s\nexport QSTASH_TOKEN=%s\nexport QSTASH_CURRENT_SIGNING_KEY=%s\nexport QSTASH_NEXT_SIGNING_KEY=%s\n",
+			baseURL, token, project.CurrentSigningKey, project.NextSigningKey)
+	} else if token != "" {
+		fmt.Fprintf(stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
+	}
+	log.Info("duraton listening", "mode", string(m), "url", baseURL, "data", store.Path())
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(shutCtx); serr != nil {
+		log.Warn("http shutdown", "err", serr)
+	}
+	engine.Stop()
+	return err
+}
+
+// ensureDefaultProject makes sure the project "default" exists. In dev mode it has the
+// fixed dev credentials; in serve mode the configured ones, generated when absent. It
+// returns the token to show: always in dev mode, only when just generated in serve mode.
+func ensureDefaultProject(m mode, f serverFlags, store *storage.Store) (string, *delivery.Project, error) {
+	p := delivery.Project{ID: devProject, Name: devProject, CreatedAt: time.Now().UnixMilli()}
+	token, show := f.Token, false
+	switch m {
+	case modeDev:
+		p.CurrentSigningKey, p.NextSigningKey, token, show = devCurrentKey, devNextKey, devToken, true
+	case modeServe:
+		p.CurrentSigningKey, p.NextSigningKey = f.CurrentKey, f.NextKey
+		if p.CurrentSigningKey == "" {
+			p.CurrentSigningKey = delivery.NewSigningKey()
+		}
+		if p.NextSigningKey == "" {
+			p.NextSigningKey = delivery.NewSigningKey()
+		}
+		projects, err := delivery.ListProjects(store)
+		if err != nil {
+			return "", nil, err
+		}
+		if len(projects) > 0 && token == "" {
+			return "", &projects[0], nil // already set up; tokens were printed when made
+		}
+		if token == "" {
+			token, show = newToken(devProject), true
+		}
+	}
+	stored, err := delivery.EnsureProject(store, p, server.TokenHash(token))
+	if err != nil {
+		return "", nil, err
+	}
+	if !show {
+		token = ""
+	}
+	return token, stored, nil
+}
+
+// newToken makes an API token in the form the workflow SDK can read its user id from:
+// base64 of {"UserID": project, "Password": 32 random bytes in hex}.
+func newToken(project string) string {
+	var secret [32]byte
+	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	raw, _ := json.Marshal(map[string]string{"UserID": project, "Password": hex.EncodeToString(secret[:])})
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// discardLogger is for commands that run components quietly.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,284 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/duraton/duraton/storage"
+)
+
+// dispatcher holds the due entries that are next in line and hands them to attempts as
+// they fall due, at most MaxInFlight at once and within each queue's parallelism.
+//
+// Memory is bounded: ready holds at most BufferSize entries. When it overflows, the
+// entries with the latest keys are dropped from memory and `watermark` records the
+// highest key still held; everything above it is in storage only and is paged in when
+// ready runs dry. Invariant (under mu): every due entry in storage that is not in flight
+// and not parked in a queue gate is in ready, or has a key above the watermark (when
+// complete is false).
+type dispatcher struct {
+	e *Engine
+
+	mu        chan struct{} // a 1-slot semaphore used as a mutex (lets run select on it with wake)
+	ready     *btree.BTreeG[storage.DueEntry]
+	complete  bool
+	watermark []byte
+	inFlight  int
+	gates     map[gateKey]*queueGate
+
+	wake    chan struct{} // 1-slot: something changed (new entry, freed slot)
+	stopped chan struct{}
+	done    chan struct{}
+}
+
+type gateKey struct{ project, queue string }
+
+// queueGate enforces one queue's parallelism and pause. Entries that cannot start wait in
+// parked, in the order they became due.
+type queueGate struct {
+	parallelism int
+	paused      bool
+	inFlight    int
+	parked      []storage.DueEntry
+}
+
+func lessDue(a, b storage.DueEntry) bool {
+	if a.DueAt != b.DueAt {
+		return a.DueAt < b.DueAt
+	}
+	return a.MessageID < b.MessageID
+}
+
+func newDispatcher(e *Engine) *dispatcher {
+	return &dispatcher{
+		e:       e,
+		mu:      make(chan struct{}, 1),
+		ready:   btree.NewG(32, lessDue),
+		gates:   map[gateKey]*queueGate{},
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+func (d *dispatcher) lock()   { d.mu <- struct{}{} }
+func (d *dispatcher) unlock() { <-d.mu }
+
+func (d *dispatcher) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// load pages due entries from storage into ready, starting above the watermark. The
+// caller holds the lock, or is Start (nothing runs yet).
+func (d *dispatcher) load() error {
+	limit := d.e.cfg.BufferSize - d.ready.Len()
+	if limit <= 0 {
+		return nil
+	}
+	n := 0
+	var last []byte
+	err := d.e.store.View(func(tx *storage.Tx) error {
+		return tx.ScanDue(d.watermark, func(e storage.DueEntry) bool {
+			if n == limit {
+				return false
+			}
+			d.ready.ReplaceOrInsert(e)
+			last = e.Key()
+			n++
+			return true
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if n < limit {
+		d.complete, d.watermark = true, nil
+	} else {
+		d.complete, d.watermark = false, last
+	}
+	return nil
+}
+
+// add makes newly committed due entries known. An entry above the watermark is left in
+// storage: it is found when the buffer is paged in again.
+func (d *dispatcher) add(entries ...storage.DueEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	d.lock()
+	for _, e := range entries {
+		if !d.complete && bytes.Compare(e.Key(), d.watermark) > 0 {
+			continue
+		}
+		d.ready.ReplaceOrInsert(e)
+	}
+	for d.ready.Len() > d.e.cfg.BufferSize {
+		d.ready.DeleteMax()
+		max, _ := d.ready.Max()
+		d.complete, d.watermark = false, max.Key()
+	}
+	d.unlock()
+	d.signal()
+}
+
+// stop makes run return; attempts already started go on.
+func (d *dispatcher) stop() {
+	close(d.stopped)
+	<-d.done
+}
+
+// run is the dispatch loop: it starts every entry that is due while slots are free, then
+// sleeps until the next entry is due or something changes.
+func (d *dispatcher) run(ctx context.Context) {
+	defer close(d.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait, err := d.dispatchDue(ctx)
+		if err != nil {
+			d.e.log.Error("page in due index", "err", err)
+			wait = time.Second
+		}
+		timer.Reset(wait)
+		select {
+		case <-d.stopped:
+			return
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// idleWait is how long run sleeps when nothing is scheduled; a new entry wakes it earlier.
+const idleWait = time.Minute
+
+// dispatchDue starts due entries until none is due or no slot is free, and says how long
+// to sleep before looking again.
+func (d *dispatcher) dispatchDue(ctx context.Context) (time.Duration, error) {
+	d.lock()
+	defer d.unlock()
+	for {
+		if d.inFlight >= d.e.cfg.MaxInFlight {
+			return idleWait, nil // a finishing attempt signals wake
+		}
+		if d.ready.Len() == 0 && !d.complete {
+			if err := d.load(); err != nil {
+				return 0, err
+			}
+		}
+		next, ok := d.ready.Min()
+		if !ok {
+			return idleWait, nil
+		}
+		now := d.e.now().UnixNano()
+		if next.DueAt > now {
+			return time.Duration(next.DueAt - now), nil
+		}
+		d.ready.DeleteMin()
+		if next.Queue != "" && !d.admitQueue(next) {
+			continue
+		}
+		d.inFlight++
+		d.e.attempts.Add(1)
+		go d.e.attempt(ctx, next)
+	}
+}
+
+// admitQueue takes a slot of the entry's queue, or parks the entry. Caller holds the lock.
+func (d *dispatcher) admitQueue(entry storage.DueEntry) bool {
+	g := d.gate(entry.Project, entry.Queue)
+	if g == nil {
+		return true // the queue was deleted: its messages go out without a limit
+	}
+	if g.paused || (g.parallelism > 0 && g.inFlight >= g.parallelism) {
+		g.parked = append(g.parked, entry)
+		return false
+	}
+	g.inFlight++
+	return true
+}
+
+// gate returns the queue's gate, loading its configuration on first use. Caller holds the lock.
+func (d *dispatcher) gate(project, queue string) *queueGate {
+	k := gateKey{project, queue}
+	if g, ok := d.gates[k]; ok {
+		return g
+	}
+	var q *storage.Queue
+	err := d.e.store.View(func(tx *storage.Tx) error {
+		var err error
+		q, err = tx.Queue(project, queue)
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	g := &queueGate{parallelism: q.Parallelism, paused: q.Paused}
+	d.gates[k] = g
+	return g
+}
+
+// release frees the slots an attempt held and makes follow-up entries known.
+func (d *dispatcher) release(entry storage.DueEntry, follow []storage.DueEntry) {
+	d.lock()
+	d.inFlight--
+	if entry.Queue != "" {
+		if g := d.gates[gateKey{entry.Project, entry.Queue}]; g != nil {
+			g.inFlight--
+			d.unparkLocked(g)
+		}
+	}
+	d.unlock()
+	d.add(follow...)
+	d.signal()
+}
+
+// unparkLocked moves as many parked entries back to ready as the gate has free slots.
+func (d *dispatcher) unparkLocked(g *queueGate) {
+	free := len(g.parked)
+	if g.paused {
+		free = 0
+	} else if g.parallelism > 0 {
+		free = min(free, g.parallelism-g.inFlight)
+	}
+	for i := 0; i < free; i++ {
+		d.ready.ReplaceOrInsert(g.parked[i])
+	}
+	g.parked = g.parked[free:]
+}
+
+// configureQueue applies a queue's new settings (nil: deleted) and releases what it can.
+func (d *dispatcher) configureQueue(project, name string, q *storage.Queue) {
+	d.lock()
+	k := gateKey{project, name}
+	g := d.gates[k]
+	switch {
+	case q == nil && g != nil:
+		g.paused, g.parallelism = false, 0
+		d.unparkLocked(g)
+		delete(d.gates, k)
+	case q != nil && g != nil:
+		g.paused, g.parallelism = q.Paused, q.Parallelism
+		d.unparkLocked(g)
+	}
+	d.unlock()
+	d.signal()
+}
+
+// queueLag is the number of a queue's messages parked or in flight.
+func (d *dispatcher) queueLag(project, name string) int {
+	d.lock()
+	defer d.unlock()
+	if g := d.gates[gateKey{project, name}]; g != nil {
+		return len(g.parked) + g.inFlight
+	}
+	return 0
+}

@@ -1,0 +1,179 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/storage"
+)
+
+// Store is what the engine needs of storage: group-committed writes and reads.
+type Store interface {
+	Update(fn func(*storage.Tx) error) error
+	View(fn func(*storage.Tx) error) error
+}
+
+var _ Store = (*storage.Store)(nil)
+
+// Config configures an Engine. Zero fields take the documented defaults.
+type Config struct {
+	// MaxInFlight caps concurrent delivery attempts across all projects. Default 512.
+	MaxInFlight int
+	// BufferSize caps the due entries held in memory; the rest stay in storage and are
+	// paged in as the buffer drains. Default 100,000.
+	BufferSize int
+	// DefaultTimeout bounds one attempt when the message sets no Upstash-Timeout. Default 30s.
+	DefaultTimeout time.Duration
+	// MaxResponseBytes caps what is read (and kept for callbacks and the DLQ) of an
+	// endpoint's answer. Default 256 KiB.
+	MaxResponseBytes int64
+	// DrainTimeout is how long Stop waits for in-flight attempts. Default 10s.
+	DrainTimeout time.Duration
+	// DedupWindow is how long a deduplication id is remembered. Default 10m.
+	DedupWindow time.Duration
+	// LogRetention and DLQRetention bound how long logs and dead letters are kept.
+	// Defaults 7 days and 14 days.
+	LogRetention time.Duration
+	DLQRetention time.Duration
+	// SweepInterval is the period of the retention sweeper. Default 1m.
+	SweepInterval time.Duration
+	// Destinations decides which addresses attempts may connect to (checked at dial time).
+	// The zero value allows public addresses only.
+	Destinations netguard.Policy
+	// Transport, if set, replaces the SSRF-guarded transport (tests only).
+	Transport http.RoundTripper
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives the engine's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 512
+	}
+	if c.BufferSize <= 0 {
+		c.BufferSize = 100_000
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = 30 * time.Second
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 256 << 10
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.DedupWindow <= 0 {
+		c.DedupWindow = 10 * time.Minute
+	}
+	if c.LogRetention <= 0 {
+		c.LogRetention = 7 * 24 * time.Hour
+	}
+	if c.DLQRetention <= 0 {
+		c.DLQRetention = 14 * 24 * time.Hour
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Engine accepts, schedules and delivers messages.
+type Engine struct {
+	cfg    Config
+	store  Store
+	log    *slog.Logger
+	client *http.Client
+	ids    storage.IDGen
+	keys   keyCache
+	disp   *dispatcher
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	cancel   context.CancelCauseFunc // cancels in-flight attempts
+	loops    sync.WaitGroup          // dispatcher and sweeper
+	attempts sync.WaitGroup          // in-flight attempts
+}
+
+// New builds an engine over store. It starts nothing; call Start.
+func New(cfg Config, store Store) *Engine {
+	cfg = cfg.withDefaults()
+	transport := cfg.Transport
+	if transport == nil {
+		transport = netguard.NewTransport(cfg.Destinations, 10*time.Second)
+	}
+	e := &Engine{
+		cfg:   cfg,
+		store: store,
+		log:   cfg.Logger.With("component", "delivery"),
+		client: &http.Client{
+			Transport: transport,
+			// Redirects are not followed: a 3xx is a failed attempt (RELIABILITY.md §3.2).
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	e.keys.store = store
+	e.disp = newDispatcher(e)
+	return e
+}
+
+// Start loads the due index and starts the dispatcher and the retention sweeper. It
+// returns without blocking.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return errors.New("delivery: engine already started")
+	}
+	e.started = true
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	if err := e.disp.load(); err != nil {
+		cancel(err)
+		return fmt.Errorf("delivery: load due index: %w", err)
+	}
+	e.loops.Add(2)
+	go func() { defer e.loops.Done(); e.disp.run(runCtx) }()
+	go func() { defer e.loops.Done(); e.sweepLoop(runCtx) }()
+	return nil
+}
+
+// Stop stops dispatching, waits up to DrainTimeout for in-flight attempts, cancels the
+// rest and returns when every goroutine of the engine has ended. It is idempotent.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	if !e.started || e.stopping {
+		e.mu.Unlock()
+		return
+	}
+	e.stopping = true
+	e.mu.Unlock()
+
+	e.disp.stop()
+	drained := make(chan struct{})
+	go func() { e.attempts.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(e.cfg.DrainTimeout):
+		e.log.Warn("drain timeout, cancelling in-flight attempts", "timeout", e.cfg.DrainTimeout)
+	}
+	e.cancel(errors.New("engine stopped"))
+	e.attempts.Wait()
+	e.loops.Wait()
+}
+
+func (e *Engine) now() time.Time { return e.cfg.Now() }

@@ -1,0 +1,41 @@
+package netguard
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// Transport defaults.
+const (
+	// DefaultDialTimeout is the connect timeout NewTransport uses for a non-positive one.
+	DefaultDialTimeout = 10 * time.Second
+	// MaxIdleConnsPerHost keeps connections to busy destinations warm.
+	MaxIdleConnsPerHost = 256
+	tlsHandshakeTimeout = 10 * time.Second
+	idleConnTimeout     = 90 * time.Second
+)
+
+// NewTransport returns an http.Transport that dials only what p allows, checked after
+// DNS on every connection, and never uses a proxy. dialTimeout bounds each connect
+// (DefaultDialTimeout if ≤ 0); the overall request deadline is the caller's context.
+func NewTransport(p Policy, dialTimeout time.Duration) *http.Transport {
+	if dialTimeout <= 0 {
+		dialTimeout = DefaultDialTimeout
+	}
+	dialer := &net.Dialer{
+		Timeout:   dialTimeout,
+		KeepAlive: 30 * time.Second,
+		Control:   p.Control,
+	}
+	return &http.Transport{
+		Proxy:                 nil, // an env HTTP_PROXY would bypass the dial check
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true, // a custom DialContext otherwise disables HTTP/2
+		MaxIdleConns:          4 * MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   MaxIdleConnsPerHost,
+		IdleConnTimeout:       idleConnTimeout,
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+}

@@ -1,0 +1,220 @@
+package wire
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Signature parameters (protocol §7, RELIABILITY.md §3.1).
+const (
+	// Issuer is the iss claim of every Upstash-Signature token.
+	Issuer = "Upstash"
+	// TokenLifetime is exp − iat of a token made by NewClaims.
+	TokenLifetime = 300 * time.Second
+	// DefaultLeeway is the clock-skew tolerance a zero Verifier.Leeway stands for.
+	DefaultLeeway = 30 * time.Second
+	// MaxTokenSize bounds the token length Verify is willing to parse, in bytes.
+	MaxTokenSize = 8 << 10
+
+	// jwtHeader is base64url({"alg":"HS256","typ":"JWT"}), the only header Sign emits.
+	jwtHeader = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+	algHS256  = "HS256"
+)
+
+// SignatureError is the class of a signature failure. The values are constants so no
+// caller can reassign them; match a returned error with errors.Is against one of the
+// Err* values below. The error Verify returns wraps one of them with detail.
+type SignatureError string
+
+func (e SignatureError) Error() string { return string(e) }
+
+// Failure classes returned (wrapped) by Sign and Verifier.Verify.
+const (
+	// ErrSignatureMissing: the request carried no Upstash-Signature.
+	ErrSignatureMissing SignatureError = "wire: signature missing"
+	// ErrSignatureTooLarge: the token is longer than MaxTokenSize and was not parsed.
+	ErrSignatureTooLarge SignatureError = "wire: signature too large"
+	// ErrSignatureInvalid: malformed token, disallowed algorithm or header, a signature
+	// that matches neither key, or a bad or missing claim (iss, exp).
+	ErrSignatureInvalid SignatureError = "wire: signature invalid"
+	// ErrSignatureExpired: the token's exp is in the past beyond the leeway.
+	ErrSignatureExpired SignatureError = "wire: signature expired"
+	// ErrSignatureNotYetValid: the token's nbf or iat is in the future beyond the leeway.
+	ErrSignatureNotYetValid SignatureError = "wire: signature not yet valid"
+	// ErrBodyMismatch: the body claim is not the hash of the received body.
+	ErrBodyMismatch SignatureError = "wire: body does not match signature"
+	// ErrSubjectMismatch: the sub claim is not the URL the verifier expects.
+	ErrSubjectMismatch SignatureError = "wire: signature subject does not match url"
+	// ErrNoSigningKey: signing or verifying was attempted without a key.
+	ErrNoSigningKey SignatureError = "wire: no signing key configured"
+)
+
+// Claims of an Upstash-Signature JWT (protocol §7). Zero-valued fields are omitted
+// from the encoded token.
+type Claims struct {
+	Issuer    string `json:"iss,omitempty"`
+	Subject   string `json:"sub,omitempty"`  // destination URL of the delivery
+	ID        string `json:"jti,omitempty"`  // unique per attempt
+	Body      string `json:"body,omitempty"` // BodyHash of the delivered bytes
+	IssuedAt  int64  `json:"iat,omitempty"`  // unix seconds
+	NotBefore int64  `json:"nbf,omitempty"`  // unix seconds
+	ExpiresAt int64  `json:"exp,omitempty"`  // unix seconds
+}
+
+// BodyHash returns base64url, without padding, of SHA-256(body): the body claim.
+func BodyHash(body []byte) string {
+	sum := sha256.Sum256(body)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// NewClaims returns the claims for one delivery attempt of body to url at now. Every
+// attempt must be signed afresh (new jti, iat, exp) so a late retry still verifies.
+func NewClaims(url string, body []byte, now time.Time, jti string) Claims {
+	iat := now.Unix()
+	return Claims{
+		Issuer:    Issuer,
+		Subject:   url,
+		ID:        jti,
+		Body:      BodyHash(body),
+		IssuedAt:  iat,
+		NotBefore: iat,
+		ExpiresAt: iat + int64(TokenLifetime/time.Second),
+	}
+}
+
+// Sign encodes c as an HS256 JWT with header {"alg":"HS256","typ":"JWT"}. The HMAC key
+// is the UTF-8 bytes of key, used as-is (not base64-decoded), as QStash does. The
+// output is deterministic for a given key and c.
+func Sign(key string, c Claims) (string, error) {
+	if key == "" {
+		return "", ErrNoSigningKey
+	}
+	// Compact JSON without HTML escaping, like JSON.stringify.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
+		return "", fmt.Errorf("wire: encode claims: %w", err)
+	}
+	payload := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	signing := jwtHeader + "." + base64.RawURLEncoding.EncodeToString(payload)
+	sig, err := jwt.SigningMethodHS256.Sign(signing, []byte(key))
+	if err != nil {
+		return "", fmt.Errorf("wire: sign: %w", err)
+	}
+	return signing + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// Verifier checks Upstash-Signature tokens. It is stricter than the QStash JS Receiver
+// (RELIABILITY.md §3.1): HS256 only, exp required, iat checked, no key-URL headers.
+// The zero value has no keys and rejects everything.
+type Verifier struct {
+	// CurrentKey is tried first, then NextKey. Empty keys are skipped.
+	CurrentKey, NextKey string
+	// Leeway is the clock-skew tolerance applied in both directions to exp, nbf and
+	// iat. Zero means DefaultLeeway (30s); a negative value means no tolerance.
+	Leeway time.Duration
+}
+
+// Verify checks that token is a valid signature, at now, of body delivered to url. An
+// empty url skips the subject check (the workflow serve handler does not know it). The
+// returned error wraps one of the Err* classes above.
+func (v Verifier) Verify(token string, body []byte, url string, now time.Time) error {
+	if token == "" {
+		return ErrSignatureMissing
+	}
+	if len(token) > MaxTokenSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrSignatureTooLarge, len(token), MaxTokenSize)
+	}
+	keys := v.keys()
+	if len(keys.Keys) == 0 {
+		return ErrNoSigningKey
+	}
+
+	var claims tokenClaims
+	_, err := jwt.NewParser(
+		jwt.WithValidMethods([]string{algHS256}),
+		jwt.WithStrictDecoding(),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithIssuer(Issuer),
+		jwt.WithLeeway(v.leeway()),
+		jwt.WithTimeFunc(func() time.Time { return now }),
+	).ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+		if h := forbiddenHeader(t.Header); h != "" {
+			return nil, fmt.Errorf("header %q is not accepted", h)
+		}
+		// Tried in order: current key, then next key.
+		return keys, nil
+	})
+	if err != nil {
+		return classify(err)
+	}
+	if url != "" && claims.Subject != url {
+		return fmt.Errorf("%w: sub %q, want %q", ErrSubjectMismatch, claims.Subject, url)
+	}
+	if strings.TrimRight(claims.Body, "=") != BodyHash(body) {
+		return fmt.Errorf("%w: %d-byte body", ErrBodyMismatch, len(body))
+	}
+	return nil
+}
+
+func (v Verifier) keys() jwt.VerificationKeySet {
+	var set jwt.VerificationKeySet
+	for _, k := range []string{v.CurrentKey, v.NextKey} {
+		if k != "" {
+			set.Keys = append(set.Keys, []byte(k))
+		}
+	}
+	return set
+}
+
+func (v Verifier) leeway() time.Duration {
+	switch {
+	case v.Leeway == 0:
+		return DefaultLeeway
+	case v.Leeway < 0:
+		return 0
+	}
+	return v.Leeway
+}
+
+// tokenClaims is the decoding side of Claims: jwt.RegisteredClaims accepts every
+// NumericDate form (integer or fractional seconds) and implements jwt.Claims.
+type tokenClaims struct {
+	jwt.RegisteredClaims
+	Body string `json:"body"`
+}
+
+// forbiddenHeader returns the first header parameter that points at key material or
+// demands extensions. The key is never taken from the token, so these can only be an
+// attack or a misconfigured signer; rejecting them keeps the accepted surface minimal.
+func forbiddenHeader(h map[string]any) string {
+	for _, name := range [...]string{"jku", "jwk", "x5u", "x5c", "crit"} {
+		if _, ok := h[name]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// classify maps a golang-jwt error onto one of our classes, keeping its text as detail.
+// Time errors win over other claim errors so clock skew is easy to diagnose.
+func classify(err error) error {
+	class := ErrSignatureInvalid
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		class = ErrSignatureExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		class = ErrSignatureNotYetValid
+	}
+	return fmt.Errorf("%w: %v", class, err)
+}

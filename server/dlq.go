@@ -1,0 +1,122 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// dlqHandlers serve the dead-letter queue.
+type dlqHandlers struct {
+	engine interface {
+		DLQ(project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
+		DeleteDLQ(project string, ids []string) (int, error)
+		RetryDLQ(project string, ids []string) ([]string, error)
+	}
+}
+
+func (h *dlqHandlers) register(g *echo.Group) {
+	g.GET("/dlq", h.list)
+	g.DELETE("/dlq/:id", h.deleteOne)
+	g.DELETE("/dlq", h.deleteMany)
+	g.POST("/dlq/retry", h.retry)
+}
+
+type dlqListResponse struct {
+	Cursor   string    `json:"cursor,omitempty"`
+	Messages []dlqView `json:"messages"`
+}
+
+type dlqDeleteResponse struct {
+	Deleted int    `json:"deleted"`
+	Cursor  string `json:"cursor,omitempty"`
+}
+
+type dlqRetryResponse struct {
+	Responses []publishResponse `json:"responses"`
+	Cursor    string            `json:"cursor,omitempty"`
+}
+
+// selection resolves a list or bulk request to one page of dead letters.
+func (h *dlqHandlers) selection(c echo.Context) ([]delivery.DLQEntry, string, error) {
+	lq, err := parseList(c, "dlqIds", delivery.PrefixDLQ, idAt(delivery.PrefixDLQ))
+	if err != nil {
+		return nil, "", err
+	}
+	keep := func(d *delivery.DLQEntry) bool {
+		if len(lq.ids) > 0 && !contains(lq.ids, d.DLQID) {
+			return false
+		}
+		if lq.f.responseStatus != 0 && lq.f.responseStatus != d.Response.Status {
+			return false
+		}
+		m := &d.Message
+		var fc string
+		if m.FlowControl != nil {
+			fc = m.FlowControl.Key
+		}
+		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, d.FailedAt, fc)
+	}
+	return h.engine.DLQ(projectOf(c), lq.cursor, lq.count, keep)
+}
+
+func (h *dlqHandlers) list(c echo.Context) error {
+	entries, next, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	out := dlqListResponse{Cursor: next, Messages: make([]dlqView, len(entries))}
+	for i := range entries {
+		out.Messages[i] = toDLQView(&entries[i])
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *dlqHandlers) deleteOne(c echo.Context) error {
+	n, err := h.engine.DeleteDLQ(projectOf(c), []string{c.Param("id")})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return notFound("dlq message %q not found", c.Param("id"))
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+func (h *dlqHandlers) deleteMany(c echo.Context) error {
+	entries, next, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	n, err := h.engine.DeleteDLQ(projectOf(c), dlqIDs(entries))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, dlqDeleteResponse{Deleted: n, Cursor: next})
+}
+
+func (h *dlqHandlers) retry(c echo.Context) error {
+	entries, next, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	ids, err := h.engine.RetryDLQ(projectOf(c), dlqIDs(entries))
+	if err != nil {
+		return err
+	}
+	out := dlqRetryResponse{Cursor: next, Responses: make([]publishResponse, len(ids))}
+	for i, id := range ids {
+		out.Responses[i] = publishResponse{MessageID: id}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func dlqIDs(entries []delivery.DLQEntry) []string {
+	ids := make([]string, len(entries))
+	for i := range entries {
+		ids[i] = entries[i].DLQID
+	}
+	return ids
+}

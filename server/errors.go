@@ -1,0 +1,72 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// apiError is an error with the HTTP status it answers with. Its message is safe to show
+// to the caller.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) error {
+	return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+// limitError is a request beyond one of the server's limits. 412 is what the official
+// workflow SDK turns into a non-retryable error (protocol §1).
+func limitError(format string, args ...any) error {
+	return &apiError{status: http.StatusPreconditionFailed, msg: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the body of every error answer.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// errorHandler is the one place that maps errors to HTTP answers.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, msg := http.StatusInternalServerError, "internal error"
+		var api *apiError
+		var he *echo.HTTPError
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &api):
+			status, msg = api.status, api.msg
+		case errors.As(err, &tooLarge):
+			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooLarge.Limit)
+		case errors.Is(err, delivery.ErrQueueNotFound):
+			status, msg = http.StatusNotFound, err.Error()
+		case errors.Is(err, delivery.ErrNotFound):
+			status, msg = http.StatusNotFound, "not found"
+		case errors.As(err, &he):
+			status, msg = he.Code, fmt.Sprint(he.Message)
+		default:
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(status)
+			return
+		}
+		_ = c.JSON(status, errorBody{Error: msg})
+	}
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+	
+)
+
+// messageHandlers serve reads and cancellation of pending messages.
+type messageHandlers struct {
+	engine interface {
+		Message(project, id string) (*delivery.Message, error)
+		Cancel(project string, ids []string, keep func(*delivery.Message) bool, limit int) (int, error)
+	}
+}
+
+func (h *messageHandlers) register(g *echo.Group) {
+	g.GET("/messages/:id", h.get)
+	g.DELETE("/messages/:id", h.cancel)
+	g.DELETE("/messages", h.cancelMany)
+}
+
+// cancelResponse answers cancellations.
+type cancelResponse struct {
+	Cancelled int `json:"cancelled"`
+}
+
+// maxBulkCancel caps the messages one filter-based cancel removes.
+const maxBulkCancel = 10_000
+
+func (h *messageHandlers) get(c echo.Context) error {
+	m, err := h.engine.Message(projectOf(c), c.Param("id"))
+	if err != nil {
+		return messageNotFound(c.Param("id"), err)
+	}
+	return c.JSON(http.StatusOK, toMessageView(m))
+}
+
+func (h *messageHandlers) cancel(c echo.Context) error {
+	n, err := h.engine.Cancel(projectOf(c), []string{c.Param("id")}, nil, 1)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return notFound("message %q not found (it may have been delivered already)", c.Param("id"))
+	}
+	return c.JSON(http.StatusOK, cancelResponse{Cancelled: n})
+}
+
+func (h *messageHandlers) cancelMany(c echo.Context) error {
+	lq, err := parseList(c, "messageIds", delivery.PrefixMessage, idAt(delivery.PrefixMessage))
+	if err != nil {
+		return err
+	}
+	keep := func(m *delivery.Message) bool {
+		var fc string
+		if m.FlowControl != nil {
+			fc = m.FlowControl.Key
+		}
+		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, m.CreatedAt, fc)
+	}
+	n, err := h.engine.Cancel(projectOf(c), lq.ids, keep, maxBulkCancel)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cancelResponse{Cancelled: n})
+}
+
+func messageNotFound(id string, err error) error {
+	if errors.Is(err, delivery.ErrNotFound) {
+		return notFound("message %q not found", id)
+	}
+	return err
+}

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
+)
+
+// publishHandlers serve message ingestion: publish, enqueue and batch.
+type publishHandlers struct {
+	engine interface {
+		Publish([]*delivery.Message) ([]delivery.PublishResult, error)
+	}
+	cfg    Config
+	limits publishLimits
+}
+
+func (h *publishHandlers) register(g *echo.Group) {
+	g.POST("/publish/*", h.publish)
+	g.POST("/enqueue/:queue/*", h.enqueue)
+	g.POST("/batch", h.batch)
+}
+
+// publishResponse is the answer for one message.
+type publishResponse struct {
+	MessageID    string `json:"messageId"`
+	URL          string `json:"url,omitempty"`
+	Deduplicated bool   `json:"deduplicated,omitempty"`
+}
+
+func (h *publishHandlers) parser() messageParser {
+	return messageParser{limits: h.limits, destinations: h.cfg.CheckDestination, now: h.cfg.Now()}
+}
+
+// rawDestination takes the destination from the raw request URI after prefix: the SDKs
+// append the URL unescaped, with its own query string, and "//" must survive.
+func rawDestination(r *http.Request, prefix string) string {
+	dest := strings.TrimPrefix(r.RequestURI, prefix)
+	if !strings.Contains(dest, "://") {
+		if un, err := url.PathUnescape(dest); err == nil {
+			dest = un
+		}
+	}
+	return dest
+}
+
+func (h *publishHandlers) publish(c echo.Context) error {
+	return h.publishOne(c, rawDestination(c.Request(), "/v2/publish/"), "")
+}
+
+func (h *publishHandlers) enqueue(c echo.Context) error {
+	rest := strings.TrimPrefix(c.Request().RequestURI, "/v2/enqueue/")
+	queue, _, _ := strings.Cut(rest, "/")
+	if err := validQueueName(queue); err != nil {
+		return err
+	}
+	return h.publishOne(c, rawDestination(c.Request(), "/v2/enqueue/"+queue+"/"), queue)
+}
+
+func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
+	if q := c.Request().Header.Get(wire.HeaderQueueName); queue == "" && q != "" {
+		if err := validQueueName(q); err != nil {
+			return err
+		}
+		queue = q
+	}
+	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	m, err := h.message(c, c.Request().Header, dest, body, queue)
+	if err != nil {
+		return err
+	}
+	res, err := h.engine.Publish([]*delivery.Message{m})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, toPublishResponse(res[0]))
+}
+
+// batchEntry is one message of /v2/batch. Header names arrive lower-cased.
+type batchEntry struct {
+	Destination string            `json:"destination"`
+	Headers     map[string]string `json:"headers"`
+	Body        *string           `json:"body"`
+	Queue       string            `json:"queue"`
+}
+
+func (h *publishHandlers) batch(c echo.Context) error {
+	raw, err := readBody(c, h.cfg.MaxBatchBytes)
+	if err != nil {
+		return err
+	}
+	var entries []batchEntry
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return badRequest("body must be a JSON array of {destination, headers, body, queue}: %v", err)
+	}
+	if len(entries) == 0 {
+		return badRequest("batch is empty")
+	}
+	if len(entries) > h.cfg.MaxBatchMessages {
+		return badRequest("batch has %d messages, the limit is %d", len(entries), h.cfg.MaxBatchMessages)
+	}
+	msgs := make([]*delivery.Message, len(entries))
+	for i, e := range entries {
+		header := http.Header{}
+		for k, v := range e.Headers {
+			header.Set(k, v)
+		}
+		var body []byte
+		if e.Body != nil {
+			body = []byte(*e.Body)
+		}
+		if int64(len(body)) > h.cfg.MaxBodyBytes {
+			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("batch[%d]: body exceeds the limit of %d bytes", i, h.cfg.MaxBodyBytes)}
+		}
+		queue := e.Queue
+		if queue != "" {
+			if err := validQueueName(queue); err != nil {
+				return prefixError(fmt.Sprintf("batch[%d]", i), err)
+			}
+		}
+		m, err := h.message(c, header, e.Destination, body, queue)
+		if err != nil {
+			return prefixError(fmt.Sprintf("batch[%d]", i), err)
+		}
+		msgs[i] = m
+	}
+	res, err := h.engine.Publish(msgs)
+	if err != nil {
+		return err
+	}
+	out := make([]publishResponse, len(res))
+	for i, r := range res {
+		out[i] = toPublishResponse(r)
+	}
+	return c.JSON(http.StatusCreated, out)
+}
+
+// message parses one message's headers and attaches what comes from the request.
+func (h *publishHandlers) message(c echo.Context, header http.Header, dest string, body []byte, queue string) (*delivery.Message, error) {
+	m, err := h.parser().parse(header, dest)
+	if err != nil {
+		return nil, err
+	}
+	m.Project, m.Body, m.Queue, m.CallerIP = projectOf(c), body, queue, c.RealIP()
+	if m.DedupID == "" && strings.EqualFold(strings.TrimSpace(header.Get(wire.HeaderContentBasedDedup)), "true") {
+		sum := sha256.New()
+		sum.Write([]byte(m.URL))
+		sum.Write([]byte{0})
+		sum.Write(body)
+		m.DedupID = "content:" + hex.EncodeToString(sum.Sum(nil))
+	}
+	return m, nil
+}
+
+func toPublishResponse(r delivery.PublishResult) publishResponse {
+	return publishResponse{MessageID: r.MessageID, URL: r.URL, Deduplicated: r.Deduplicated}
+}
+
+// readBody reads the request body up to limit bytes; more is a 413.
+func readBody(c echo.Context, limit int64) ([]byte, error) {
+	r := c.Request()
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		return nil, badRequest("reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// prefixError puts where in the request an error occurred in front of its message.
+func prefixError(where string, err error) error {
+	var api *apiError
+	if errors.As(err, &api) {
+		return &apiError{status: api.status, msg: where + ": " + api.msg}
+	}
+	return err
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// Config configures the HTTP server. Zero fields take the documented defaults.
+type Config struct {
+	// MaxBodyBytes caps one message body (publish, enqueue, each batch entry). Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxBatchMessages caps the entries of one /v2/batch. Default 1,000.
+	MaxBatchMessages int
+	// MaxBatchBytes caps a whole /v2/batch request body. Default 16 MiB.
+	MaxBatchBytes int64
+	// MaxRetries caps Upstash-Retries. Default 100.
+	MaxRetries int
+	// MaxTimeout caps Upstash-Timeout. Default 15m.
+	MaxTimeout time.Duration
+	// MaxDelay caps Upstash-Delay and Upstash-Not-Before. Default 365 days.
+	MaxDelay time.Duration
+	// MaxHeaderBytes caps the request header size. Default 64 KiB.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
+	// Defaults 10s, 60s, 60s, 120s.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// CheckDestination validates a destination URL at publish time (the dial-time check in
+	// the engine stays the real boundary). Required.
+	CheckDestination func(raw string) (*url.URL, error)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives request errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxBatchMessages <= 0 {
+		c.MaxBatchMessages = 1000
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 16 << 20
+	}
+	if c.MaxRetries <= 0 {
+		c.MaxRetries = 100
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = 15 * time.Minute
+	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = 365 * 24 * time.Hour
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 60 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.CheckDestination == nil {
+		return errors.New("server: Config.CheckDestination is required")
+	}
+	return nil
+}
+
+// Server serves the API.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+	http *http.Server
+}
+
+// New builds the server and registers every route on engine.
+func New(cfg Config, engine *delivery.Engine) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "server")
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(log)
+	e.IPExtractor = echo.ExtractIPDirect() // never trust X-Forwarded-For from the public
+	e.JSONSerializer = compactSerializer{}
+
+	auth := &authenticator{tokens: engine, known: map[string]string{}}
+	v2 := e.Group("/v2", auth.middleware)
+
+	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
+	(&publishHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2)
+	(&messageHandlers{engine: engine}).register(v2)
+	(&logHandlers{engine: engine}).register(v2)
+	(&dlqHandlers{engine: engine}).register(v2)
+	(&queueHandlers{engine: engine}).register(v2)
+	(&keyHandlers{engine: engine}).register(v2)
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+
+	s := &Server{cfg: cfg, echo: e}
+	s.http = &http.Server{
+		Handler:           e,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler is the server's http.Handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Routes lists "METHOD path" of every registered route, in echo's path syntax.
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.echo.Routes() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting requests and waits for those in progress until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.http.Shutdown(ctx)
+}

@@ -1,0 +1,30 @@
+// Package storage owns Duraton's durable state: one embedded bbolt file holding every
+// project's messages, the global due index, logs, dead letters, queues, deduplication
+// records, API tokens and signing keys.
+//
+// Layout (bucket names in quotes):
+//
+//	"tokens"   sha256(token) hex → project id
+//	"due"      due time (unix ns, 8 bytes big-endian) ‖ message id → project id 0x00 queue
+//	"projects" / <project id> /
+//	    "meta"     the Project record under key "project"
+//	    "messages" message id → Message (pending only; delivered ones are removed)
+//	    "logs"     log id (time ordered) → LogEvent
+//	    "dlq"      dlq id (time ordered) → DLQEntry
+//	    "queues"   queue name → Queue
+//	    "dedup"    deduplication id → DedupRecord
+//
+// Every record of a project lives under that project's bucket, so a lookup can only see
+// its own project's data. The due index is global because the dispatcher serves every
+// project; its values name the project.
+//
+// Writes go through Store.Update, which group-commits: concurrent callers share one bbolt
+// transaction and one fsync, and each returns only after that commit is durable. Unlike
+// bbolt's DB.Batch there is no timer: a commit starts as soon as the previous one ends,
+// taking everything that queued up meanwhile. Update functions may run more than once (if
+// another function in the same group fails, the group is retried without it) and must
+// therefore have no side effects outside the transaction.
+//
+// Records are JSON; enums are stored as their names. storage imports flowctl only for
+// the types it persists.
+package storage

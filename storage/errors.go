@@ -1,0 +1,17 @@
+package storage
+
+import "errors"
+
+// Sentinel errors, grouped by kind of operation. Callers match them with errors.Is.
+var (
+	// Lookups.
+	ErrNotFound = errors.New("not found")
+
+	// Opening the data file.
+	ErrLocked  = errors.New("data file is locked by another process")
+	ErrCorrupt = errors.New("data file is corrupt")
+
+	// Writes.
+	ErrClosed   = errors.New("store is closed")
+	ErrConflict = errors.New("record changed concurrently")
+)

@@ -1,0 +1,47 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"sync"
+	"time"
+)
+
+// IDGen makes time-ordered ids: prefix ‖ 16 hex digits of unix nanoseconds ‖ 8 hex digits
+// of randomness. Ids of one generator strictly increase, so byte order is creation order,
+// which is what keys the logs and the DLQ and what their cursors rely on.
+type IDGen struct {
+	mu   sync.Mutex
+	last int64
+}
+
+// New returns a new id with the given prefix (e.g. "msg_") made at now.
+func (g *IDGen) New(prefix string, now time.Time) string {
+	g.mu.Lock()
+	n := now.UnixNano()
+	if n <= g.last {
+		n = g.last + 1
+	}
+	g.last = n
+	g.mu.Unlock()
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(n))
+	_, _ = rand.Read(b[8:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// IDAt is the smallest id with the given prefix that a generator could make at t: every id
+// made before t sorts below it. Retention sweeps use it as a cut-off.
+func IDAt(prefix string, t time.Time) string {
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixNano()))
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Prefixes of the ids the store keys records by.
+const (
+	PrefixMessage = "msg_"
+	PrefixLog     = "log_"
+	PrefixDLQ     = "dlq_"
+)

@@ -1,0 +1,127 @@
+package storage
+
+import (
+	"github.com/duraton/duraton/flowctl"
+)
+
+// Message states, stored by name.
+const (
+	StateCreated   = "CREATED"
+	StateActive    = "ACTIVE"
+	StateRetry     = "RETRY"
+	StateDelivered = "DELIVERED"
+	StateError     = "ERROR"
+	StateFailed    = "FAILED"
+	StateCancelled = "CANCELLED"
+)
+
+// Message kinds: what caused a message to exist.
+const (
+	KindMessage         = "message"
+	KindCallback        = "callback"
+	KindFailureCallback = "failure_callback"
+)
+
+// Message is one pending delivery job: the request to send and how to retry it. Times are
+// unix milliseconds except DueAt, which is unix nanoseconds because it orders the due index.
+type Message struct {
+	ID          string              `json:"id"`
+	Project     string              `json:"project"`
+	Kind        string              `json:"kind"`
+	URL         string              `json:"url"`
+	Method      string              `json:"method"`
+	Header      map[string][]string `json:"header,omitempty"`
+	Body        []byte              `json:"body,omitempty"`
+	Queue       string              `json:"queue,omitempty"`
+	Labels      []string            `json:"labels,omitempty"`
+	CallerIP    string              `json:"callerIp,omitempty"`
+	CreatedAt   int64               `json:"createdAt"`
+	NotBefore   int64               `json:"notBefore"`
+	DueAt       int64               `json:"dueAt"`
+	State       string              `json:"state"`
+	Retries     int                 `json:"retries"`
+	Retried     int                 `json:"retried"`
+	RetryDelay  string              `json:"retryDelay,omitempty"`
+	TimeoutMs   int64               `json:"timeoutMs,omitempty"`
+	DedupID     string              `json:"dedupId,omitempty"`
+	FlowControl *flowctl.Config     `json:"flowControl,omitempty"`
+
+	// Callback and FailureCallback describe the messages to create after each attempt and
+	// after the final failure.
+	Callback        *CallbackSpec `json:"callback,omitempty"`
+	FailureCallback *CallbackSpec `json:"failureCallback,omitempty"`
+
+	// SourceMessageID links a callback message to the message whose attempt it reports.
+	SourceMessageID string `json:"sourceMessageId,omitempty"`
+}
+
+// CallbackSpec is the configuration of a callback or failure-callback message, taken from
+// the Upstash-Callback-* / Upstash-Failure-Callback-* headers at publish time.
+type CallbackSpec struct {
+	URL         string              `json:"url"`
+	Method      string              `json:"method"`
+	Header      map[string][]string `json:"header,omitempty"`
+	Retries     int                 `json:"retries"`
+	RetryDelay  string              `json:"retryDelay,omitempty"`
+	TimeoutMs   int64               `json:"timeoutMs,omitempty"`
+	DelayMs     int64               `json:"delayMs,omitempty"`
+	FlowControl *flowctl.Config     `json:"flowControl,omitempty"`
+}
+
+// Response is what an endpoint answered to one attempt (body truncated to the read limit).
+type Response struct {
+	Status int                 `json:"status"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+	Error  string              `json:"error,omitempty"`
+}
+
+// LogEvent is one state change of a message, listed by the logs API newest first.
+type LogEvent struct {
+	ID               string              `json:"id"`
+	Time             int64               `json:"time"`
+	State            string              `json:"state"`
+	MessageID        string              `json:"messageId"`
+	URL              string              `json:"url"`
+	Queue            string              `json:"queueName,omitempty"`
+	Labels           []string            `json:"labels,omitempty"`
+	Error            string              `json:"error,omitempty"`
+	NextDeliveryTime int64               `json:"nextDeliveryTime,omitempty"`
+	ResponseStatus   int                 `json:"responseStatus,omitempty"`
+	ResponseHeader   map[string][]string `json:"responseHeader,omitempty"`
+	ResponseBody     []byte              `json:"responseBody,omitempty"`
+	Retried          int                 `json:"retried"`
+}
+
+// DLQEntry is a message whose retries are exhausted (or that failed non-retryably),
+// together with the last answer of its endpoint.
+type DLQEntry struct {
+	DLQID    string   `json:"dlqId"`
+	FailedAt int64    `json:"failedAt"`
+	Message  Message  `json:"message"`
+	Response Response `json:"response"`
+}
+
+// Queue is a named FIFO with its own parallelism.
+type Queue struct {
+	Name        string `json:"name"`
+	Parallelism int    `json:"parallelism"`
+	Paused      bool   `json:"paused"`
+	CreatedAt   int64  `json:"createdAt"`
+	UpdatedAt   int64  `json:"updatedAt"`
+}
+
+// DedupRecord remembers a deduplication id until it expires.
+type DedupRecord struct {
+	MessageID string `json:"messageId"`
+	ExpiresAt int64  `json:"expiresAt"`
+}
+
+// Project is a tenant: its API tokens point at it and its signing keys sign its deliveries.
+type Project struct {
+	ID                string `json:"id"`
+	Name              string `json:"name"`
+	CreatedAt         int64  `json:"createdAt"`
+	CurrentSigningKey string `json:"currentSigningKey"`
+	NextSigningKey    string `json:"nextSigningKey"`
+}

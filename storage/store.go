@@ -1,0 +1,198 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Options configure a Store. The zero value is valid.
+type Options struct {
+	// LockTimeout bounds the wait for the data file's lock. Default 1s: a second process on
+	// the same file gets ErrLocked instead of hanging.
+	LockTimeout time.Duration
+	// MaxBatch caps how many Update functions share one commit. Default 1024.
+	MaxBatch int
+}
+
+func (o Options) withDefaults() Options {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1024
+	}
+	return o
+}
+
+// Store is the bbolt-backed store. It is safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	opts Options
+
+	ops      chan *op
+	mu       sync.RWMutex // guards closed against sends on ops
+	closed   bool
+	loopDone chan struct{}
+}
+
+type op struct {
+	fn   func(*Tx) error
+	done chan error
+}
+
+// Open opens (creating if needed) the data file at path.
+func Open(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("storage: create data directory: %w", err)
+	}
+	db, err := openBolt(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, opts: opts, ops: make(chan *op, opts.MaxBatch), loopDone: make(chan struct{})}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// openBolt opens the file and turns bbolt's failure modes into clear errors: a held lock
+// is ErrLocked, an unreadable file ErrCorrupt; a panic inside bbolt while reading a
+// damaged file is recovered into ErrCorrupt rather than crashing the process.
+func openBolt(path string, opts Options) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: opts.LockTimeout,
+		// The freelist is rebuilt on open instead of written on every commit: fewer pages
+		// per fsync on the hot path, at the cost of a scan at start-up.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("storage: open %s: %w", path, ErrLocked)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, err)
+	default:
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+}
+
+// Close waits for queued writes to commit, then closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.ops)
+	s.mu.Unlock()
+	<-s.loopDone
+	return s.db.Close()
+}
+
+// Path is the data file's path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// View runs fn in a read-only transaction. Bytes read must be copied (the decoders here
+// do) before fn returns.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+}
+
+// Update runs fn in a read-write transaction shared with other concurrent callers, and
+// returns once that transaction is durable on disk. fn may run more than once and must
+// not have side effects outside the transaction. An error from fn rolls back only fn's
+// effects: the other functions of the group are committed without it.
+func (s *Store) Update(fn func(*Tx) error) error {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	s.ops <- o
+	s.mu.RUnlock()
+	return <-o.done
+}
+
+// commitLoop is the group committer: it takes the first waiting op, everything else that
+// is already queued (up to MaxBatch), and commits them together.
+func (s *Store) commitLoop() {
+	defer close(s.loopDone)
+	batch := make([]*op, 0, s.opts.MaxBatch)
+	for first := range s.ops {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// failedOp carries the index of the function that failed a group.
+type failedOp struct {
+	index int
+	err   error
+}
+
+func (f *failedOp) Error() string { return f.err.Error() }
+
+// commit runs ops in one transaction. If one fails, its caller gets its error and the
+// rest are committed again without it, as bbolt's Batch does.
+func (s *Store) commit(ops []*op) {
+	for len(ops) > 0 {
+		err := s.db.Update(func(btx *bolt.Tx) error {
+			tx := &Tx{tx: btx}
+			for i, o := range ops {
+				if err := o.fn(tx); err != nil {
+					return &failedOp{index: i, err: err}
+				}
+			}
+			return nil
+		})
+		var f *failedOp
+		if errors.As(err, &f) {
+			ops[f.index].done <- f.err
+			ops = append(ops[:f.index:f.index], ops[f.index+1:]...)
+			continue
+		}
+		for _, o := range ops {
+			o.done <- err
+		}
+		return
+	}
+}

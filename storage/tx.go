@@ -1,0 +1,487 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+const (
+	bucketTokens   = "tokens"
+	bucketDue      = "due"
+	bucketProjects = "projects"
+
+	bucketMeta     = "meta"
+	bucketMessages = "messages"
+	bucketLogs     = "logs"
+	bucketDLQ      = "dlq"
+	bucketQueues   = "queues"
+	bucketDedup    = "dedup"
+
+	keyProject = "project"
+)
+
+var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup}
+
+// Tx is a transaction. Its methods are scoped by project: a project's records can only be
+// reached through that project's id.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// bucket returns a project's sub-bucket, or nil when the project does not exist (reads
+// then find nothing; writes fail with ErrNotFound).
+func (t *Tx) bucket(project, name string) *bolt.Bucket {
+	p := t.tx.Bucket([]byte(bucketProjects)).Bucket([]byte(project))
+	if p == nil {
+		return nil
+	}
+	return p.Bucket([]byte(name))
+}
+
+func (t *Tx) writeBucket(project, name string) (*bolt.Bucket, error) {
+	b := t.bucket(project, name)
+	if b == nil {
+		return nil, fmt.Errorf("project %q: %w", project, ErrNotFound)
+	}
+	return b, nil
+}
+
+func put(b *bolt.Bucket, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(key), data)
+}
+
+func get(b *bolt.Bucket, key string, v any) error {
+	if b == nil {
+		return ErrNotFound
+	}
+	data := b.Get([]byte(key))
+	if data == nil {
+		return ErrNotFound
+	}
+	return json.Unmarshal(data, v) // Unmarshal copies out of the mmap.
+}
+
+// ---- projects and tokens
+
+// CreateProject stores a new project with its own buckets. It fails if the id exists.
+func (t *Tx) CreateProject(p *Project) error {
+	root := t.tx.Bucket([]byte(bucketProjects))
+	pb, err := root.CreateBucket([]byte(p.ID))
+	if err != nil {
+		return fmt.Errorf("create project %q: %w", p.ID, err)
+	}
+	for _, name := range projectBuckets {
+		if _, err := pb.CreateBucket([]byte(name)); err != nil {
+			return err
+		}
+	}
+	return put(pb.Bucket([]byte(bucketMeta)), keyProject, p)
+}
+
+// PutProject overwrites an existing project's record (e.g. after a key rotation).
+func (t *Tx) PutProject(p *Project) error {
+	b, err := t.writeBucket(p.ID, bucketMeta)
+	if err != nil {
+		return err
+	}
+	return put(b, keyProject, p)
+}
+
+// Project reads a project.
+func (t *Tx) Project(id string) (*Project, error) {
+	var p Project
+	if err := get(t.bucket(id, bucketMeta), keyProject, &p); err != nil {
+		return nil, fmt.Errorf("project %q: %w", id, err)
+	}
+	return &p, nil
+}
+
+// Projects lists every project.
+func (t *Tx) Projects() ([]Project, error) {
+	var out []Project
+	err := t.tx.Bucket([]byte(bucketProjects)).ForEachBucket(func(k []byte) error {
+		p, err := t.Project(string(k))
+		if err != nil {
+			return err
+		}
+		out = append(out, *p)
+		return nil
+	})
+	return out, err
+}
+
+// PutToken binds a token hash to a project.
+func (t *Tx) PutToken(tokenHash, project string) error {
+	return t.tx.Bucket([]byte(bucketTokens)).Put([]byte(tokenHash), []byte(project))
+}
+
+// TokenProject returns the project a token hash belongs to.
+func (t *Tx) TokenProject(tokenHash string) (string, error) {
+	v := t.tx.Bucket([]byte(bucketTokens)).Get([]byte(tokenHash))
+	if v == nil {
+		return "", ErrNotFound
+	}
+	return string(v), nil
+}
+
+// ---- messages
+
+// PutMessage writes a message record.
+func (t *Tx) PutMessage(m *Message) error {
+	b, err := t.writeBucket(m.Project, bucketMessages)
+	if err != nil {
+		return err
+	}
+	return put(b, m.ID, m)
+}
+
+// Message reads a pending message.
+func (t *Tx) Message(project, id string) (*Message, error) {
+	var m Message
+	if err := get(t.bucket(project, bucketMessages), id, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// DeleteMessage removes a message record.
+func (t *Tx) DeleteMessage(project, id string) error {
+	b, err := t.writeBucket(project, bucketMessages)
+	if err != nil {
+		return err
+	}
+	return b.Delete([]byte(id))
+}
+
+// ForEachMessage calls fn for a project's pending messages in id (creation) order until
+// fn returns false.
+func (t *Tx) ForEachMessage(project string, fn func(*Message) bool) error {
+	b := t.bucket(project, bucketMessages)
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var m Message
+		if err := json.Unmarshal(v, &m); err != nil {
+			return fmt.Errorf("message %s: %w", k, err)
+		}
+		if !fn(&m) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ---- the due index
+
+// DueEntry is one entry of the global due index: a message that must be attempted at DueAt.
+type DueEntry struct {
+	DueAt     int64 // unix ns
+	MessageID string
+	Project   string
+	Queue     string
+}
+
+// Key is the entry's index key; it orders entries by due time, then by message id.
+func (e DueEntry) Key() []byte {
+	k := make([]byte, 8+len(e.MessageID))
+	binary.BigEndian.PutUint64(k, uint64(e.DueAt))
+	copy(k[8:], e.MessageID)
+	return k
+}
+
+// DueOf is the due entry of a message.
+func DueOf(m *Message) DueEntry {
+	return DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue}
+}
+
+// PutDue adds an entry to the due index.
+func (t *Tx) PutDue(e DueEntry) error {
+	v := make([]byte, 0, len(e.Project)+1+len(e.Queue))
+	v = append(append(append(v, e.Project...), 0), e.Queue...)
+	return t.tx.Bucket([]byte(bucketDue)).Put(e.Key(), v)
+}
+
+// DeleteDue removes an entry from the due index.
+func (t *Tx) DeleteDue(e DueEntry) error {
+	return t.tx.Bucket([]byte(bucketDue)).Delete(e.Key())
+}
+
+// HasDue reports whether the entry is in the due index.
+func (t *Tx) HasDue(e DueEntry) bool {
+	return t.tx.Bucket([]byte(bucketDue)).Get(e.Key()) != nil
+}
+
+// ScanDue calls fn for due entries with keys strictly after `after` (nil: from the
+// start), in key order, until fn returns false.
+func (t *Tx) ScanDue(after []byte, fn func(DueEntry) bool) error {
+	c := t.tx.Bucket([]byte(bucketDue)).Cursor()
+	var k, v []byte
+	if after == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(after)
+		if k != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	for ; k != nil; k, v = c.Next() {
+		if len(k) < 8 {
+			return fmt.Errorf("due index: short key %x: %w", k, ErrCorrupt)
+		}
+		project, queue, _ := bytes.Cut(v, []byte{0})
+		e := DueEntry{
+			DueAt:     int64(binary.BigEndian.Uint64(k[:8])),
+			MessageID: string(k[8:]),
+			Project:   string(project),
+			Queue:     string(queue),
+		}
+		if !fn(e) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ---- logs
+
+// AppendLog stores a log event; ev.ID must be time ordered (IDGen).
+func (t *Tx) AppendLog(project string, ev *LogEvent) error {
+	b, err := t.writeBucket(project, bucketLogs)
+	if err != nil {
+		return err
+	}
+	return put(b, ev.ID, ev)
+}
+
+// ListLogs returns up to count events newest first, starting strictly before the id
+// `before` ("" = from the newest), that match keep. next is the id to pass as `before`
+// for the following page, "" when there are no more.
+func (t *Tx) ListLogs(project, before string, count int, keep func(*LogEvent) bool) (out []LogEvent, next string, err error) {
+	b := t.bucket(project, bucketLogs)
+	if b == nil {
+		return nil, "", nil
+	}
+	err = scanBackward(b, before, func(k, v []byte) (bool, error) {
+		if len(out) == count {
+			next = out[len(out)-1].ID
+			return false, nil
+		}
+		var ev LogEvent
+		if err := json.Unmarshal(v, &ev); err != nil {
+			return false, fmt.Errorf("log %s: %w", k, err)
+		}
+		if keep(&ev) {
+			out = append(out, ev)
+		}
+		return true, nil
+	})
+	return out, next, err
+}
+
+// DeleteLogsBefore removes up to limit log events with ids below `before` and returns how
+// many it removed.
+func (t *Tx) DeleteLogsBefore(project, before string, limit int) (int, error) {
+	return deletePrefixBelow(t.bucket(project, bucketLogs), before, limit)
+}
+
+// scanBackward walks b from the key just below `before` ("" = the last key) down.
+func scanBackward(b *bolt.Bucket, before string, fn func(k, v []byte) (bool, error)) error {
+	c := b.Cursor()
+	var k, v []byte
+	if before == "" {
+		k, v = c.Last()
+	} else {
+		k, v = c.Seek([]byte(before))
+		if k == nil {
+			k, v = c.Last()
+		}
+		for k != nil && bytes.Compare(k, []byte(before)) >= 0 {
+			k, v = c.Prev()
+		}
+	}
+	for ; k != nil; k, v = c.Prev() {
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func deletePrefixBelow(b *bolt.Bucket, below string, limit int) (int, error) {
+	if b == nil {
+		return 0, nil
+	}
+	c := b.Cursor()
+	n := 0
+	for k, _ := c.First(); k != nil && n < limit && string(k) < below; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// ---- dead letters
+
+// PutDLQ stores a dead-lettered message.
+func (t *Tx) PutDLQ(project string, e *DLQEntry) error {
+	b, err := t.writeBucket(project, bucketDLQ)
+	if err != nil {
+		return err
+	}
+	return put(b, e.DLQID, e)
+}
+
+// DLQ reads one dead letter.
+func (t *Tx) DLQ(project, id string) (*DLQEntry, error) {
+	var e DLQEntry
+	if err := get(t.bucket(project, bucketDLQ), id, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// DeleteDLQ removes one dead letter; ErrNotFound when absent.
+func (t *Tx) DeleteDLQ(project, id string) error {
+	b := t.bucket(project, bucketDLQ)
+	if b == nil || b.Get([]byte(id)) == nil {
+		return ErrNotFound
+	}
+	return b.Delete([]byte(id))
+}
+
+// ListDLQ returns up to count dead letters newest first, before the id `before` ("" =
+// from the newest), that match keep; next continues the listing ("" at the end).
+func (t *Tx) ListDLQ(project, before string, count int, keep func(*DLQEntry) bool) (out []DLQEntry, next string, err error) {
+	b := t.bucket(project, bucketDLQ)
+	if b == nil {
+		return nil, "", nil
+	}
+	err = scanBackward(b, before, func(k, v []byte) (bool, error) {
+		if len(out) == count {
+			next = out[len(out)-1].DLQID
+			return false, nil
+		}
+		var e DLQEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return false, fmt.Errorf("dlq %s: %w", k, err)
+		}
+		if keep(&e) {
+			out = append(out, e)
+		}
+		return true, nil
+	})
+	return out, next, err
+}
+
+// DeleteDLQBefore removes up to limit dead letters with ids below `before`.
+func (t *Tx) DeleteDLQBefore(project, before string, limit int) (int, error) {
+	return deletePrefixBelow(t.bucket(project, bucketDLQ), before, limit)
+}
+
+// ---- queues
+
+// PutQueue creates or replaces a queue.
+func (t *Tx) PutQueue(project string, q *Queue) error {
+	b, err := t.writeBucket(project, bucketQueues)
+	if err != nil {
+		return err
+	}
+	return put(b, q.Name, q)
+}
+
+// Queue reads a queue.
+func (t *Tx) Queue(project, name string) (*Queue, error) {
+	var q Queue
+	if err := get(t.bucket(project, bucketQueues), name, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// DeleteQueue removes a queue; ErrNotFound when absent.
+func (t *Tx) DeleteQueue(project, name string) error {
+	b := t.bucket(project, bucketQueues)
+	if b == nil || b.Get([]byte(name)) == nil {
+		return ErrNotFound
+	}
+	return b.Delete([]byte(name))
+}
+
+// Queues lists a project's queues by name.
+func (t *Tx) Queues(project string) ([]Queue, error) {
+	b := t.bucket(project, bucketQueues)
+	if b == nil {
+		return nil, nil
+	}
+	var out []Queue
+	err := b.ForEach(func(k, v []byte) error {
+		var q Queue
+		if err := json.Unmarshal(v, &q); err != nil {
+			return fmt.Errorf("queue %s: %w", k, err)
+		}
+		out = append(out, q)
+		return nil
+	})
+	return out, err
+}
+
+// ---- deduplication
+
+// Dedup reads a deduplication record.
+func (t *Tx) Dedup(project, id string) (*DedupRecord, error) {
+	var r DedupRecord
+	if err := get(t.bucket(project, bucketDedup), id, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// PutDedup stores a deduplication record.
+func (t *Tx) PutDedup(project, id string, r *DedupRecord) error {
+	b, err := t.writeBucket(project, bucketDedup)
+	if err != nil {
+		return err
+	}
+	return put(b, id, r)
+}
+
+// DeleteExpiredDedup removes up to limit records that expired before nowMs.
+func (t *Tx) DeleteExpiredDedup(project string, nowMs int64, limit int) (int, error) {
+	b := t.bucket(project, bucketDedup)
+	if b == nil {
+		return 0, nil
+	}
+	var expired [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if len(expired) >= limit {
+			return nil
+		}
+		var r DedupRecord
+		if json.Unmarshal(v, &r) == nil && r.ExpiresAt < nowMs {
+			expired = append(expired, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range expired {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(expired), nil
+}
