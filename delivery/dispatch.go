@@ -28,6 +28,7 @@ type dispatcher struct {
 	watermark []byte
 	inFlight  int
 	gates     map[gateKey]*queueGate
+	carried   int64 // estimated bytes of messages carried in memory by held entries
 
 	wake    chan struct{} // 1-slot: something changed (new entry, freed slot)
 	stopped chan struct{}
@@ -116,10 +117,18 @@ func (d *dispatcher) add(entries ...storage.DueEntry) {
 		if !d.complete && bytes.Compare(e.Key(), d.watermark) > 0 {
 			continue
 		}
+		if e.Msg != nil {
+			if size := carriedSize(e.Msg); d.carried+size <= d.e.cfg.MaxCarriedBytes {
+				d.carried += size
+			} else {
+				e.Msg = nil // over budget: the attempt reads it from storage
+			}
+		}
 		d.ready.ReplaceOrInsert(e)
 	}
 	for d.ready.Len() > d.e.cfg.BufferSize {
-		d.ready.DeleteMax()
+		evicted, _ := d.ready.DeleteMax()
+		d.uncarry(evicted)
 		max, _ := d.ready.Max()
 		d.complete, d.watermark = false, max.Key()
 	}
@@ -186,9 +195,20 @@ func (d *dispatcher) dispatchDue(ctx context.Context) (time.Duration, error) {
 		if next.Queue != "" && !d.admitQueue(next) {
 			continue
 		}
+		d.uncarry(next)
 		d.inFlight++
 		d.e.attempts.Add(1)
 		go d.e.attempt(ctx, next)
+	}
+}
+
+// carriedSize estimates the memory a carried message holds.
+func carriedSize(m *storage.Message) int64 { return int64(len(m.Body)) + 512 }
+
+// uncarry releases the budget of an entry leaving the dispatcher. Caller holds the lock.
+func (d *dispatcher) uncarry(e storage.DueEntry) {
+	if e.Msg != nil {
+		d.carried -= carriedSize(e.Msg)
 	}
 }
 

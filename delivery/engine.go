@@ -28,6 +28,9 @@ type Config struct {
 	// BufferSize caps the due entries held in memory; the rest stay in storage and are
 	// paged in as the buffer drains. Default 100,000.
 	BufferSize int
+	// MaxCarriedBytes caps the memory of messages held with their due entries, so that a
+	// fresh message is sent without being read back from storage. Default 64 MiB.
+	MaxCarriedBytes int64
 	// DefaultTimeout bounds one attempt when the message sets no Upstash-Timeout. Default 30s.
 	DefaultTimeout time.Duration
 	// MaxResponseBytes caps what is read (and kept for callbacks and the DLQ) of an
@@ -60,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BufferSize <= 0 {
 		c.BufferSize = 100_000
+	}
+	if c.MaxCarriedBytes <= 0 {
+		c.MaxCarriedBytes = 64 << 20
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = 30 * time.Second

@@ -47,7 +47,7 @@ func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]stora
 		next.DueAt = now.Add(delay).UnixNano()
 		logEv.State = storage.StateError
 		logEv.NextDeliveryTime = now.Add(delay).UnixMilli()
-		dueEntries = append(dueEntries, storage.DueOf(&next))
+		dueEntries = append(dueEntries, storage.DueWith(&next))
 	default:
 		logEv.State = storage.StateFailed
 		next.State = storage.StateFailed
@@ -63,13 +63,14 @@ func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]stora
 	}
 	var createdLogs []*storage.LogEvent
 	for _, nm := range newMsgs {
-		dueEntries = append(dueEntries, storage.DueOf(nm))
+		dueEntries = append(dueEntries, storage.DueWith(nm))
 		createdLogs = append(createdLogs, e.createdLog(nm, now))
 	}
 
 	err := e.store.Update(func(tx *storage.Tx) error {
-		cur, err := tx.Message(m.Project, m.ID)
-		if err != nil || cur.DueAt != m.DueAt || cur.Retried != m.Retried {
+		// The due key names the message and its due time, and every state change moves
+		// or removes it: its presence is the compare-and-set.
+		if !tx.HasDue(storage.DueOf(m)) {
 			return storage.ErrConflict
 		}
 		if err := tx.DeleteDue(storage.DueOf(m)); err != nil {

@@ -76,7 +76,7 @@ func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
 	entries := make([]storage.DueEntry, 0, len(msgs))
 	for i, m := range msgs {
 		if !results[i].Deduplicated {
-			entries = append(entries, storage.DueOf(m))
+			entries = append(entries, storage.DueWith(m))
 		}
 	}
 	e.disp.add(entries...)

@@ -50,8 +50,14 @@ func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry) {
 	var follow []storage.DueEntry
 	defer func() { e.disp.release(entry, follow) }()
 
-	var m *storage.Message
+	m := entry.Msg
 	err := e.store.View(func(tx *storage.Tx) error {
+		if m != nil {
+			if !tx.HasDue(entry) {
+				return storage.ErrNotFound
+			}
+			return nil
+		}
 		var err error
 		m, err = tx.Message(entry.Project, entry.MessageID)
 		return err

@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
-	
 )
 
 // messageHandlers serve reads and cancellation of pending messages.

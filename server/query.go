@@ -29,9 +29,9 @@ type listQuery struct {
 // filters are the message filters shared by messages, logs and the DLQ.
 type filters struct {
 	url, urlPrefix, queue, label, state, messageID, callerIP, host, path, flowControlKey string
-	topicName, scheduleID                                                               string
-	responseStatus                                                                      int
-	fromMs, toMs                                                                        int64
+	topicName, scheduleID                                                                string
+	responseStatus                                                                       int
+	fromMs, toMs                                                                         int64
 }
 
 // parseList reads count, cursor (an id with the given prefix, or a unix-ms timestamp

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -37,6 +38,7 @@ type Store struct {
 	opts Options
 
 	ops      chan *op
+	stats    commitStats
 	mu       sync.RWMutex // guards closed against sends on ops
 	closed   bool
 	loopDone chan struct{}
@@ -163,6 +165,25 @@ func (s *Store) commitLoop() {
 	}
 }
 
+// commitStats counts the group committer's work (read with Stats).
+type commitStats struct {
+	commits, ops atomic.Int64
+	commitNanos  atomic.Int64
+}
+
+// Stats reports the group committer's totals: commits made, Update functions committed,
+// and time spent in commits.
+type Stats struct {
+	Commits    int64
+	Ops        int64
+	CommitTime time.Duration
+}
+
+// Stats returns the committer's totals so far.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.stats.commits.Load(), Ops: s.stats.ops.Load(), CommitTime: time.Duration(s.stats.commitNanos.Load())}
+}
+
 // failedOp carries the index of the function that failed a group.
 type failedOp struct {
 	index int
@@ -174,6 +195,12 @@ func (f *failedOp) Error() string { return f.err.Error() }
 // commit runs ops in one transaction. If one fails, its caller gets its error and the
 // rest are committed again without it, as bbolt's Batch does.
 func (s *Store) commit(ops []*op) {
+	start := time.Now()
+	defer func() {
+		s.stats.commits.Add(1)
+		s.stats.ops.Add(int64(len(ops)))
+		s.stats.commitNanos.Add(int64(time.Since(start)))
+	}()
 	for len(ops) > 0 {
 		err := s.db.Update(func(btx *bolt.Tx) error {
 			tx := &Tx{tx: btx}

@@ -189,6 +189,10 @@ type DueEntry struct {
 	MessageID string
 	Project   string
 	Queue     string
+
+	// Msg optionally carries the message itself in memory, so a freshly published message
+	// is sent without being read back. It is never stored.
+	Msg *Message
 }
 
 // Key is the entry's index key; it orders entries by due time, then by message id.
@@ -202,6 +206,13 @@ func (e DueEntry) Key() []byte {
 // DueOf is the due entry of a message.
 func DueOf(m *Message) DueEntry {
 	return DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue}
+}
+
+// DueWith is the due entry of a message that carries the message along in memory.
+func DueWith(m *Message) DueEntry {
+	e := DueOf(m)
+	e.Msg = m
+	return e
 }
 
 // PutDue adds an entry to the due index.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,8 +34,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n := fs.Int("messages", 20000, "messages to publish")
 	c := fs.Int("concurrency", 64, "concurrent publishing clients")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *n < 1 || *c < 1 || *c > 10_000 {
 		return errors.New("--messages must be ≥ 1 and --concurrency between 1 and 10000")
@@ -57,6 +70,8 @@ type benchResult struct {
 	LatencyP50Ms    float64 `json:"latency_p50_ms"`
 	LatencyP99Ms    float64 `json:"latency_p99_ms"`
 	Duplicates      int64   `json:"duplicates"`
+	OpsPerCommit    float64 `json:"ops_per_commit"`
+	CommitMeanUs    float64 `json:"commit_mean_us"`
 }
 
 // benchPublish runs a server on a fresh temporary store and a no-op endpoint, both on
@@ -193,6 +208,7 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 	close(stopProgress)
 	progress(n, n)
 
+	st := store.Stats()
 	slices.Sort(latencies)
 	pct := func(p float64) float64 {
 		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
@@ -202,7 +218,9 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 		PublishPerSec:   round1(float64(n) / publishDur.Seconds()),
 		DeliveredPerSec: round1(float64(n) / deliverDur.Seconds()),
 		LatencyP50Ms:    pct(0.50), LatencyP99Ms: pct(0.99),
-		Duplicates: dups.Load(),
+		Duplicates:   dups.Load(),
+		OpsPerCommit: round1(float64(st.Ops) / float64(st.Commits)),
+		CommitMeanUs: round1(float64(st.CommitTime.Microseconds()) / float64(st.Commits)),
 	}, nil
 }
 

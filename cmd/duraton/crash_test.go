@@ -178,6 +178,67 @@ func TestCrashRecoveryNoAckedMessageLost(t *testing.T) {
 	}
 }
 
+// TestGracefulRestartKeepsPendingMessages proves that a SIGTERM shutdown loses nothing that
+// is still waiting: delayed messages published before the shutdown are delivered by the
+// restarted process on the same data directory, not before their delay, and the restarted
+// process keeps the token and signing keys (receivers would reject its deliveries otherwise).
+func TestGracefulRestartKeepsPendingMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts, stops and restarts the duraton binary")
+	}
+	const n = 20
+	var (
+		recvMu   sync.Mutex
+		received = map[string]time.Time{}
+	)
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		recvMu.Lock()
+		if _, seen := received[string(b)]; !seen {
+			received[string(b)] = time.Now()
+		}
+		recvMu.Unlock()
+	}))
+	t.Cleanup(endpoint.Close)
+
+	dataDir := t.TempDir()
+	p1 := startDuraton(t, dataDir)
+	client := newAPIClient(t, 10*time.Second)
+	published := time.Now()
+	for i := range n {
+		req, err := p1.apiRequest(context.Background(), http.MethodPost, "/v2/publish/"+endpoint.URL+"/later",
+			strings.NewReader(fmt.Sprintf("later-%02d", i)))
+		require.NoError(t, err)
+		req.Header.Set("Upstash-Delay", "3s")
+		res, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		require.Contains(t, []int{http.StatusOK, http.StatusCreated}, res.StatusCode, "publish %d", i)
+	}
+	p1.Stop()
+	recvMu.Lock()
+	early := len(received)
+	recvMu.Unlock()
+	require.Zero(t, early, "messages with a 3s delay were delivered before the shutdown")
+
+	p2 := startDuraton(t, dataDir)
+	require.Equal(t, p1.Token, p2.Token, "the token changed across a restart")
+	require.Equal(t, p1.CurrentSigningKey, p2.CurrentSigningKey, "the current signing key changed across a restart")
+	require.Equal(t, p1.NextSigningKey, p2.NextSigningKey, "the next signing key changed across a restart")
+
+	require.Eventually(t, func() bool {
+		recvMu.Lock()
+		defer recvMu.Unlock()
+		return len(received) == n
+	}, 30*time.Second, 50*time.Millisecond, "every delayed message is delivered after the restart")
+	recvMu.Lock()
+	defer recvMu.Unlock()
+	for body, at := range received {
+		require.GreaterOrEqual(t, at.Sub(published), 2900*time.Millisecond, "%s delivered before its 3s delay", body)
+	}
+}
+
 // publishText publishes body as text/plain to dest with Upstash-Retries: 3 and returns the
 // messageId; any non-200/201 answer is an error.
 func publishText(client *http.Client, p *proc, dest, body string) (string, error) {

@@ -99,7 +99,7 @@ type proc struct {
 	cmd      *exec.Cmd
 	stderr   *lockedBuffer
 	stdout   *lockedBuffer // stdout after the four export lines
-	killed   bool          // Kill was called: exiting is expected
+	ended    bool          // Kill or Stop was called: exiting is expected
 	waitOnce sync.Once
 	waitErr  error
 	readDone chan struct{} // closed when stdout hit EOF
@@ -206,17 +206,24 @@ func (p *proc) Env() []string {
 // Kill ends the process with SIGKILL (a crash: no shutdown code runs) and waits for it.
 func (p *proc) Kill() {
 	p.t.Helper()
-	p.killed = true
+	p.ended = true
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		p.t.Errorf("SIGKILL duraton: %v", err)
 	}
 	_ = p.wait()
 }
 
+// Stop shuts the process down gracefully (SIGTERM) and waits; see stop.
+func (p *proc) Stop() {
+	p.t.Helper()
+	p.stop()
+	p.ended = true
+}
+
 // stop sends SIGTERM and waits for a graceful exit (status 0). A process that already died
 // on its own, or is still running after shutdownTimeout (then killed), fails the test.
 func (p *proc) stop() {
-	if p.killed {
+	if p.ended {
 		return
 	}
 	select {

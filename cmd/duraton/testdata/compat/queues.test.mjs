@@ -71,3 +71,45 @@ test("queue pause holds deliveries until resume; delete removes the queue", { ti
   assert.ok(!all.some((q) => q.name === queueName), "deleted queue is not listed");
   ep.assertAllVerified();
 });
+
+test("enqueue to a queue that was never upserted creates it with parallelism 1", { timeout: 30000 }, async (t) => {
+  // The QStash docs enqueue to "my-queue" without creating it first; queues default to
+  // parallelism 1.
+  const queueName = `q-implicit-${tag()}`;
+  const queue = client.queue({ queueName });
+  t.after(() => queue.delete().catch(() => {}));
+  const ep = await startEndpoint(t);
+
+  const r = await queue.enqueueJSON({ url: `${ep.url}/implicit`, body: { implicit: true }, retries: 0 });
+  await waitFor("the delivery from an implicitly created queue", () => ep.forMessage(r.messageId)[0]);
+  const info = await queue.get();
+  assert.equal(info.name, queueName);
+  assert.equal(info.parallelism, 1, "an implicit queue has parallelism 1");
+  ep.assertAllVerified();
+});
+
+test("a queue with parallelism 1 holds the next message while the current one is retried", { timeout: 30000 }, async (t) => {
+  // QStash docs: "The next message will wait for retries of the current one".
+  const queueName = `q-${tag()}`;
+  const queue = client.queue({ queueName });
+  t.after(() => queue.delete().catch(() => {}));
+  let failuresLeft = 1;
+  const ep = await startEndpoint(t, (d) => {
+    if (JSON.parse(d.body).i === 0 && failuresLeft > 0) {
+      failuresLeft--;
+      return { status: 500, body: "first attempt fails" };
+    }
+    return { status: 200, body: "ok" };
+  });
+
+  await queue.upsert({ parallelism: 1 });
+  const first = await queue.enqueueJSON({ url: `${ep.url}/fifo`, body: { i: 0 }, retries: 1, retryDelay: "500" });
+  const second = await queue.enqueueJSON({ url: `${ep.url}/fifo`, body: { i: 1 }, retries: 0 });
+  await waitFor("both messages delivered", () => ep.forMessage(second.messageId).length > 0 && ep.forMessage(first.messageId).length === 2);
+  assert.deepEqual(
+    ep.deliveries.map((d) => `${JSON.parse(d.body).i}/retried=${d.header("upstash-retried")}`),
+    ["0/retried=0", "0/retried=1", "1/retried=0"],
+    "the second message must wait until the first one succeeded on its retry",
+  );
+  ep.assertAllVerified();
+});
