@@ -3,6 +3,7 @@ package delivery
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/google/btree"
@@ -37,12 +38,14 @@ type dispatcher struct {
 
 type gateKey struct{ project, queue string }
 
-// queueGate enforces one queue's parallelism and pause. Entries that cannot start wait in
-// parked, in the order they became due.
+// queueGate enforces one queue's parallelism and pause. As in QStash, a queue message
+// holds its slot from its first attempt until it is delivered or fails for good, retries
+// included, so the next message waits for the current one. Entries that cannot start
+// wait in parked, in the order they became due.
 type queueGate struct {
 	parallelism int
 	paused      bool
-	inFlight    int
+	holders     map[string]bool // ids of messages holding a slot
 	parked      []storage.DueEntry
 }
 
@@ -218,11 +221,14 @@ func (d *dispatcher) admitQueue(entry storage.DueEntry) bool {
 	if g == nil {
 		return true // the queue was deleted: its messages go out without a limit
 	}
-	if g.paused || (g.parallelism > 0 && g.inFlight >= g.parallelism) {
+	if g.holders[entry.MessageID] {
+		return true // a retry of the message that holds the slot
+	}
+	if g.paused || (g.parallelism > 0 && len(g.holders) >= g.parallelism) {
 		g.parked = append(g.parked, entry)
 		return false
 	}
-	g.inFlight++
+	g.holders[entry.MessageID] = true
 	return true
 }
 
@@ -241,24 +247,37 @@ func (d *dispatcher) gate(project, queue string) *queueGate {
 	if err != nil {
 		return nil
 	}
-	g := &queueGate{parallelism: q.Parallelism, paused: q.Paused}
+	g := &queueGate{parallelism: q.Parallelism, paused: q.Paused, holders: map[string]bool{}}
 	d.gates[k] = g
 	return g
 }
 
-// release frees the slots an attempt held and makes follow-up entries known.
+// release frees the slots an attempt held and makes follow-up entries known. A queue
+// message that will be retried (its id is among follow) keeps its queue slot.
 func (d *dispatcher) release(entry storage.DueEntry, follow []storage.DueEntry) {
 	d.lock()
 	d.inFlight--
-	if entry.Queue != "" {
-		if g := d.gates[gateKey{entry.Project, entry.Queue}]; g != nil {
-			g.inFlight--
-			d.unparkLocked(g)
-		}
+	if entry.Queue != "" && !slices.ContainsFunc(follow, func(f storage.DueEntry) bool { return f.MessageID == entry.MessageID }) {
+		d.releaseQueueSlotLocked(entry.Project, entry.Queue, entry.MessageID)
 	}
 	d.unlock()
 	d.add(follow...)
 	d.signal()
+}
+
+// forget frees the queue slot of a message that ended outside an attempt (cancelled).
+func (d *dispatcher) forget(project, queue, messageID string) {
+	d.lock()
+	d.releaseQueueSlotLocked(project, queue, messageID)
+	d.unlock()
+	d.signal()
+}
+
+func (d *dispatcher) releaseQueueSlotLocked(project, queue, messageID string) {
+	if g := d.gates[gateKey{project, queue}]; g != nil && g.holders[messageID] {
+		delete(g.holders, messageID)
+		d.unparkLocked(g)
+	}
 }
 
 // unparkLocked moves as many parked entries back to ready as the gate has free slots.
@@ -267,7 +286,7 @@ func (d *dispatcher) unparkLocked(g *queueGate) {
 	if g.paused {
 		free = 0
 	} else if g.parallelism > 0 {
-		free = min(free, g.parallelism-g.inFlight)
+		free = max(0, min(free, g.parallelism-len(g.holders)))
 	}
 	for i := 0; i < free; i++ {
 		d.ready.ReplaceOrInsert(g.parked[i])
@@ -298,7 +317,7 @@ func (d *dispatcher) queueLag(project, name string) int {
 	d.lock()
 	defer d.unlock()
 	if g := d.gates[gateKey{project, name}]; g != nil {
-		return len(g.parked) + g.inFlight
+		return len(g.parked) + len(g.holders)
 	}
 	return 0
 }

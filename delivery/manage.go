@@ -71,6 +71,13 @@ func (e *Engine) Cancel(project string, ids []string, keep func(*Message) bool, 
 		}
 		return nil
 	})
+	if err == nil {
+		for _, m := range victims {
+			if m.Queue != "" {
+				e.disp.forget(project, m.Queue, m.ID)
+			}
+		}
+	}
 	return cancelled, err
 }
 

@@ -8,8 +8,12 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// ErrQueueNotFound is returned when a message names a queue the project does not have.
+// ErrQueueNotFound is returned when a queue operation names a queue the project does not have.
 var ErrQueueNotFound = fmt.Errorf("queue %w", storage.ErrNotFound)
+
+// DefaultQueueParallelism is the parallelism of a queue created by enqueueing to it, as
+// in QStash.
+const DefaultQueueParallelism = 1
 
 // PublishResult is the answer for one published message.
 type PublishResult struct {
@@ -18,7 +22,8 @@ type PublishResult struct {
 	Deduplicated bool
 }
 
-// Publish stores messages atomically and schedules them. It returns once the messages are
+// Publish stores messages atomically and schedules them. A message for a queue the
+// project does not have creates it with DefaultQueueParallelism. It returns once the messages are
 // durable. The caller fills the request fields (Project, URL, Method, Header, Body, Queue,
 // Labels, CallerIP, NotBefore in unix ms or 0 for now, Retries, RetryDelay, TimeoutMs,
 // DedupID, FlowControl, Callback, FailureCallback); Publish assigns ID, Kind, CreatedAt,
@@ -47,10 +52,13 @@ func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
 		for i, m := range msgs {
 			results[i] = PublishResult{MessageID: m.ID, URL: m.URL}
 			if m.Queue != "" {
-				if _, err := tx.Queue(m.Project, m.Queue); err != nil {
-					if errors.Is(err, storage.ErrNotFound) {
-						return fmt.Errorf("%w: %q", ErrQueueNotFound, m.Queue)
+				if _, err := tx.Queue(m.Project, m.Queue); errors.Is(err, storage.ErrNotFound) {
+					// Enqueueing to a new queue creates it, as QStash does.
+					q := &storage.Queue{Name: m.Queue, Parallelism: DefaultQueueParallelism, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
+					if err := tx.PutQueue(m.Project, q); err != nil {
+						return err
 					}
+				} else if err != nil {
 					return err
 				}
 			}

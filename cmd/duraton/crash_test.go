@@ -178,11 +178,11 @@ func TestCrashRecoveryNoAckedMessageLost(t *testing.T) {
 	}
 }
 
-// TestGracefulRestartKeepsPendingMessages proves that a SIGTERM shutdown loses nothing that
+// TestCrashRecoveryGracefulRestartKeepsPending proves that a SIGTERM shutdown loses nothing that
 // is still waiting: delayed messages published before the shutdown are delivered by the
 // restarted process on the same data directory, not before their delay, and the restarted
 // process keeps the token and signing keys (receivers would reject its deliveries otherwise).
-func TestGracefulRestartKeepsPendingMessages(t *testing.T) {
+func TestCrashRecoveryGracefulRestartKeepsPending(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts, stops and restarts the duraton binary")
 	}

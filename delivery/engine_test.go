@@ -1,0 +1,433 @@
+package delivery
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/sdk/wire"
+	"github.com/duraton/duraton/storage"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	testProject = "p"
+	testKey     = "sig_current_test_key"
+	testNextKey = "sig_next_test_key"
+)
+
+// received is one request an endpoint got.
+type received struct {
+	at     time.Time
+	path   string
+	header http.Header
+	body   []byte
+}
+
+// endpoint is a loopback HTTP server that records requests and answers with respond.
+type endpoint struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []received
+	respond func(r *http.Request, n int) (int, http.Header, string) // n = requests to this path so far
+	perPath map[string]int
+}
+
+func newEndpoint(t *testing.T, respond func(r *http.Request, n int) (int, http.Header, string)) *endpoint {
+	ep := &endpoint{respond: respond, perPath: map[string]int{}}
+	ep.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ep.mu.Lock()
+		ep.got = append(ep.got, received{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: body})
+		n := ep.perPath[r.URL.Path]
+		ep.perPath[r.URL.Path]++
+		ep.mu.Unlock()
+		status, h, b := http.StatusOK, http.Header(nil), "ok"
+		if ep.respond != nil {
+			status, h, b = ep.respond(r, n)
+		}
+		for k, v := range h {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, b)
+	}))
+	t.Cleanup(ep.srv.Close)
+	return ep
+}
+
+func (ep *endpoint) url(path string) string { return ep.srv.URL + path }
+
+func (ep *endpoint) requests(path string) []received {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	var out []received
+	for _, r := range ep.got {
+		if r.path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// waitRequests polls until path got n requests, failing after a deadline.
+func (ep *endpoint) waitRequests(t *testing.T, path string, n int) []received {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(ep.requests(path)) >= n }, 10*time.Second, 5*time.Millisecond, "waiting for %d requests to %s", n, path)
+	return ep.requests(path)
+}
+
+type testBundle struct {
+	store  *storage.Store
+	engine *Engine
+	path   string
+}
+
+func setup(t *testing.T, cfg Config) *testBundle {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "duraton.db")
+	store, err := storage.Open(path, storage.Options{})
+	require.NoError(t, err)
+	_, err = EnsureProject(store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "tokenhash")
+	require.NoError(t, err)
+	b := &testBundle{store: store, path: path}
+	b.engine = startEngine(t, store, cfg)
+	t.Cleanup(func() { b.engine.Stop(); store.Close() })
+	return b
+}
+
+func startEngine(t *testing.T, store *storage.Store, cfg Config) *Engine {
+	t.Helper()
+	if cfg.Destinations.Allow == nil {
+		cfg.Destinations = netguard.Policy{Allow: netguard.LoopbackPrefixes()}
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := New(cfg, store)
+	require.NoError(t, e.Start(t.Context()))
+	return e
+}
+
+func (b *testBundle) publish(t *testing.T, m *Message) string {
+	t.Helper()
+	if m.Project == "" {
+		m.Project = testProject
+	}
+	if m.Method == "" {
+		m.Method = "POST"
+	}
+	res, err := b.engine.Publish([]*Message{m})
+	require.NoError(t, err)
+	return res[0].MessageID
+}
+
+func TestDeliverySignsAndForwards(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, nil)
+	id := b.publish(t, &Message{URL: ep.url("/hook?x=1"), Body: []byte(`{"a":1}`), Retries: 3,
+		Header: map[string][]string{"X-Custom": {"v"}, "Content-Type": {"application/json"}}})
+
+	got := ep.waitRequests(t, "/hook", 1)[0]
+	require.Equal(t, `{"a":1}`, string(got.body))
+	require.Equal(t, "v", got.header.Get("X-Custom"))
+	require.Equal(t, "application/json", got.header.Get("Content-Type"))
+	require.Equal(t, id, got.header.Get(wire.HeaderMessageID))
+	require.Equal(t, "0", got.header.Get(wire.HeaderRetried))
+	v := wire.Verifier{CurrentKey: testKey, NextKey: testNextKey}
+	require.NoError(t, v.Verify(got.header.Get(wire.HeaderSignature), got.body, ep.url("/hook?x=1"), time.Now()))
+
+	require.Eventually(t, func() bool {
+		_, err := b.engine.Message(testProject, id)
+		return err != nil
+	}, 5*time.Second, 5*time.Millisecond, "a delivered message leaves the pending set")
+	events, _, err := b.engine.Logs(testProject, "", 10, func(ev *LogEvent) bool { return ev.MessageID == id })
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	require.Equal(t, []string{StateDelivered, StateCreated}, []string{events[0].State, events[1].State})
+}
+
+func TestRetriesThenDeadLetterAndFailureCallback(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, func(r *http.Request, n int) (int, http.Header, string) {
+		if r.URL.Path == "/fail" {
+			return http.StatusInternalServerError, nil, "broken"
+		}
+		return http.StatusOK, nil, "ok"
+	})
+	id := b.publish(t, &Message{URL: ep.url("/fail"), Body: []byte("payload"), Retries: 2, RetryDelay: "10",
+		FailureCallback: &CallbackSpec{URL: ep.url("/failed"), Method: "POST", Retries: 0, Header: map[string][]string{"X-F": {"1"}}}})
+
+	attempts := ep.waitRequests(t, "/fail", 3)
+	for i, a := range attempts[:3] {
+		require.Equal(t, strconv.Itoa(i), a.header.Get(wire.HeaderRetried))
+	}
+	fc := ep.waitRequests(t, "/failed", 1)[0]
+	require.Equal(t, "1", fc.header.Get("X-F"))
+	var body callbackPayload
+	require.NoError(t, json.Unmarshal(fc.body, &body))
+	require.Equal(t, 500, body.Status)
+	require.Equal(t, 2, body.Retried)
+	require.Equal(t, 2, body.MaxRetries)
+	require.Equal(t, id, body.SourceMessageID)
+	require.Equal(t, base64.StdEncoding.EncodeToString([]byte("broken")), body.Body)
+	require.Equal(t, base64.StdEncoding.EncodeToString([]byte("payload")), body.SourceBody)
+	require.NotEmpty(t, body.DLQID)
+
+	entries, _, err := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, body.DLQID, entries[0].DLQID)
+	require.Equal(t, id, entries[0].Message.ID)
+	require.Equal(t, 500, entries[0].Response.Status)
+	require.Len(t, ep.requests("/fail"), 3, "no attempt after the retries are used up")
+
+	// Retrying the dead letter publishes it again with a fresh budget.
+	ids, err := b.engine.RetryDLQ(testProject, []string{entries[0].DLQID})
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	ep.waitRequests(t, "/fail", 4)
+	require.Eventually(t, func() bool {
+		entries, _, _ := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+		return len(entries) == 1 && entries[0].Message.ID == ids[0]
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestNonRetryableGoesStraightToDLQ(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
+		return 489, http.Header{"Upstash-Nonretryable-Error": {"true"}}, `{"error":"no"}`
+	})
+	b.publish(t, &Message{URL: ep.url("/x"), Retries: 5})
+	require.Eventually(t, func() bool {
+		entries, _, _ := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+		return len(entries) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Len(t, ep.requests("/x"), 1)
+}
+
+func TestCallbackAfterEveryAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, func(r *http.Request, n int) (int, http.Header, string) {
+		if r.URL.Path == "/flaky" && n == 0 {
+			return http.StatusServiceUnavailable, http.Header{"Get-Header": {"a"}}, "later"
+		}
+		return http.StatusCreated, http.Header{"Get-Header": {"b"}}, "done"
+	})
+	id := b.publish(t, &Message{URL: ep.url("/flaky"), Retries: 1, RetryDelay: "0",
+		Callback: &CallbackSpec{URL: ep.url("/cb"), Method: "POST", Retries: 3}})
+	cbs := ep.waitRequests(t, "/cb", 2)
+	var first, second callbackPayload
+	require.NoError(t, json.Unmarshal(cbs[0].body, &first))
+	require.NoError(t, json.Unmarshal(cbs[1].body, &second))
+	if first.Retried > second.Retried {
+		first, second = second, first
+	}
+	require.Equal(t, 503, first.Status)
+	require.Equal(t, 0, first.Retried)
+	require.Equal(t, 201, second.Status)
+	require.Equal(t, 1, second.Retried)
+	require.Equal(t, 1, second.MaxRetries, "the last attempt has retried == maxRetries")
+	require.Equal(t, []string{"b"}, second.Header["Get-Header"], "canonical header names, array values")
+	require.Equal(t, base64.StdEncoding.EncodeToString([]byte("done")), second.Body)
+	require.Equal(t, id, second.SourceMessageID)
+	v := wire.Verifier{CurrentKey: testKey, NextKey: testNextKey}
+	require.NoError(t, v.Verify(cbs[1].header.Get(wire.HeaderSignature), cbs[1].body, ep.url("/cb"), time.Now()))
+}
+
+func TestQueueParallelismAndPause(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	var inFlight, maxInFlight atomic.Int32
+	release := make(chan struct{})
+	ep := newEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
+		n := inFlight.Add(1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-release
+		inFlight.Add(-1)
+		return http.StatusOK, nil, ""
+	})
+	require.NoError(t, b.engine.UpsertQueue(testProject, "jobs", 2, true))
+	for i := 0; i < 6; i++ {
+		b.publish(t, &Message{URL: ep.url("/q"), Queue: "jobs", Body: []byte(strconv.Itoa(i))})
+	}
+	qs, err := b.engine.Queues(testProject, "jobs")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		qs, _ = b.engine.Queues(testProject, "jobs")
+		return qs[0].Lag == 6
+	}, 5*time.Second, 5*time.Millisecond, "a paused queue holds its messages")
+	require.Empty(t, ep.requests("/q"))
+
+	require.NoError(t, b.engine.SetQueuePaused(testProject, "jobs", false))
+	ep.waitRequests(t, "/q", 2)
+	close(release)
+	got := ep.waitRequests(t, "/q", 6)
+	require.LessOrEqual(t, maxInFlight.Load(), int32(2))
+	var order []string
+	for _, r := range got {
+		order = append(order, string(r.body))
+	}
+	require.ElementsMatch(t, []string{"0", "1", "2", "3", "4", "5"}, order)
+}
+
+func TestEnqueueCreatesQueueAndWaitsForRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, func(r *http.Request, n int) (int, http.Header, string) {
+		if string(r.Header.Get("X-Name")) == "first" && n == 0 {
+			return http.StatusInternalServerError, nil, ""
+		}
+		return http.StatusOK, nil, ""
+	})
+	b.publish(t, &Message{URL: ep.url("/q"), Queue: "fresh", Retries: 1, RetryDelay: "50", Header: map[string][]string{"X-Name": {"first"}}})
+	b.publish(t, &Message{URL: ep.url("/q"), Queue: "fresh", Header: map[string][]string{"X-Name": {"second"}}})
+	got := ep.waitRequests(t, "/q", 3)
+	var order []string
+	for _, r := range got {
+		order = append(order, r.header.Get("X-Name")+"/"+r.header.Get(wire.HeaderRetried))
+	}
+	require.Equal(t, []string{"first/0", "first/1", "second/0"}, order, "the next message waits for the retries of the current one")
+	qs, err := b.engine.Queues(testProject, "fresh")
+	require.NoError(t, err)
+	require.Equal(t, DefaultQueueParallelism, qs[0].Parallelism)
+
+	_, err = b.engine.Queues(testProject, "never-made")
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestCancelFreesQueueSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, func(r *http.Request, n int) (int, http.Header, string) {
+		if r.Header.Get("X-Name") == "stuck" {
+			return http.StatusInternalServerError, nil, ""
+		}
+		return http.StatusOK, nil, ""
+	})
+	stuck := b.publish(t, &Message{URL: ep.url("/q"), Queue: "one", Retries: 5, RetryDelay: "3600000", Header: map[string][]string{"X-Name": {"stuck"}}})
+	ep.waitRequests(t, "/q", 1)
+	b.publish(t, &Message{URL: ep.url("/q"), Queue: "one", Header: map[string][]string{"X-Name": {"next"}}})
+	require.Eventually(t, func() bool {
+		qs, _ := b.engine.Queues(testProject, "one")
+		return qs[0].Lag == 2
+	}, 5*time.Second, 5*time.Millisecond, "the retrying message holds the only slot")
+	n, err := b.engine.Cancel(testProject, []string{stuck}, nil, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got := ep.waitRequests(t, "/q", 2)
+	require.Equal(t, "next", got[1].header.Get("X-Name"))
+}
+
+func TestDeduplication(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	ep := newEndpoint(t, nil)
+	res, err := b.engine.Publish([]*Message{
+		{Project: testProject, URL: ep.url("/d"), Method: "POST", DedupID: "id:same"},
+		{Project: testProject, URL: ep.url("/d"), Method: "POST", DedupID: "id:same"},
+	})
+	require.NoError(t, err)
+	require.False(t, res[0].Deduplicated)
+	require.True(t, res[1].Deduplicated)
+	require.Equal(t, res[0].MessageID, res[1].MessageID)
+	ep.waitRequests(t, "/d", 1)
+	b.publish(t, &Message{URL: ep.url("/sentinel")})
+	ep.waitRequests(t, "/sentinel", 1)
+	require.Len(t, ep.requests("/d"), 1)
+}
+
+func TestCancelRemovesPendingMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{})
+	id := b.publish(t, &Message{URL: "http://127.0.0.1:1/never", NotBefore: time.Now().Add(time.Hour).UnixMilli()})
+	n, err := b.engine.Cancel(testProject, []string{id}, nil, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = b.engine.Message(testProject, id)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, b.store.View(func(tx *storage.Tx) error {
+		return tx.ScanDue(nil, func(e storage.DueEntry) bool {
+			require.NotEqual(t, id, e.MessageID, "a cancelled message leaves the due index")
+			return true
+		})
+	}))
+	n, err = b.engine.Cancel(testProject, []string{id}, nil, 1)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func TestBufferPagesInEverything(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{BufferSize: 8})
+	ep := newEndpoint(t, nil)
+	now := time.Now()
+	var msgs []*Message
+	for i := 0; i < 60; i++ {
+		// Reverse due order so later publishes land below the watermark too.
+		msgs = append(msgs, &Message{Project: testProject, URL: ep.url("/p"), Method: "POST", Body: []byte(strconv.Itoa(i)),
+			NotBefore: now.Add(time.Duration(60-i) * time.Millisecond).UnixMilli()})
+	}
+	_, err := b.engine.Publish(msgs)
+	require.NoError(t, err)
+	got := ep.waitRequests(t, "/p", 60)
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[string(r.body)] = true
+	}
+	require.Len(t, seen, 60)
+}
+
+func TestInFlightAttemptIsRedeliveredAfterRestart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "duraton.db")
+	store, err := storage.Open(path, storage.Options{})
+	require.NoError(t, err)
+	defer store.Close()
+	_, err = EnsureProject(store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "h")
+	require.NoError(t, err)
+
+	hold := make(chan struct{})
+	ep := newEndpoint(t, func(r *http.Request, n int) (int, http.Header, string) {
+		if n == 0 {
+			select { // the first attempt hangs until the engine gives up on it
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return http.StatusOK, nil, ""
+		}
+		return http.StatusOK, nil, ""
+	})
+	defer close(hold)
+	first := startEngine(t, store, Config{DrainTimeout: 50 * time.Millisecond})
+	_, err = first.Publish([]*Message{{Project: testProject, URL: ep.url("/slow"), Method: "POST", Retries: 3}})
+	require.NoError(t, err)
+	ep.waitRequests(t, "/slow", 1)
+	first.Stop() // drain times out, the attempt is cancelled and not recorded
+
+	second := startEngine(t, store, Config{})
+	defer second.Stop()
+	got := ep.waitRequests(t, "/slow", 2)
+	require.Equal(t, "0", got[1].header.Get(wire.HeaderRetried), "redelivery after restart spends no retry")
+}
