@@ -46,6 +46,14 @@ type Config struct {
 	DLQRetention time.Duration
 	// SweepInterval is the period of the retention sweeper. Default 1m.
 	SweepInterval time.Duration
+	// MaxRunSteps caps a workflow run's history entries. Default 5,000.
+	MaxRunSteps int
+	// MaxRunHistoryBytes caps the summed body size of a run's history. Default 32 MiB.
+	MaxRunHistoryBytes int64
+	// MaxInvokeDepth caps nested context.invoke calls. Default 100.
+	MaxInvokeDepth int
+	// MaxWaitTimeout caps a waitForEvent timeout. Default 365 days.
+	MaxWaitTimeout time.Duration
 	// Destinations decides which addresses attempts may connect to (checked at dial time).
 	// The zero value allows public addresses only.
 	Destinations netguard.Policy
@@ -87,6 +95,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = time.Minute
+	}
+	if c.MaxRunSteps <= 0 {
+		c.MaxRunSteps = 5000
+	}
+	if c.MaxRunHistoryBytes <= 0 {
+		c.MaxRunHistoryBytes = 32 << 20
+	}
+	if c.MaxInvokeDepth <= 0 {
+		c.MaxInvokeDepth = 100
+	}
+	if c.MaxWaitTimeout <= 0 {
+		c.MaxWaitTimeout = 365 * 24 * time.Hour
 	}
 	if c.Now == nil {
 		c.Now = time.Now

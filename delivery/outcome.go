@@ -12,20 +12,24 @@ import (
 )
 
 // record writes an attempt's outcome in one transaction: the message's new state, its
-// next due entry or dead letter, the callback and failure-callback messages, and the log
-// events. It returns the due entries it created, for the dispatcher.
+// next due entry or dead letter, the callback and failure-callback messages, the log
+// events, and for workflow messages the run's history and state. It returns the due
+// entries it created, for the dispatcher.
 //
-// The transaction is compare-and-set on the message's due time and attempt number: if
-// the message was cancelled or moved on meanwhile, nothing is written (ErrConflict).
+// The transaction is compare-and-set on the message's due entry: if the message was
+// cancelled or moved on meanwhile, nothing is written (ErrConflict).
 func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]storage.DueEntry, error) {
 	// Everything random or clock-derived is made before the transaction, which may run
 	// twice under group commit.
 	next := *m
 	var (
 		dueEntries []storage.DueEntry
-		newMsgs    []*storage.Message
 		dlq        *storage.DLQEntry
+		callback   *storage.Message
+		failure    *storage.Message
 		logEv      = &storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried}
+		ids        = e.newInternalIDs(now)
+		cbLogs     = [2]*storage.LogEvent{}
 	)
 	if out.Verdict != Delivered {
 		logEv.Error = out.Response.Error
@@ -51,23 +55,30 @@ func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]stora
 	default:
 		logEv.State = storage.StateFailed
 		next.State = storage.StateFailed
-		dlq = &storage.DLQEntry{DLQID: e.ids.New(storage.PrefixDLQ, now), FailedAt: now.UnixMilli(), Message: next, Response: out.Response}
+		// A workflow's outbound call has no dead letter of its own: its last callback
+		// tells the workflow, which decides.
+		if m.CallType != CallToCallback {
+			dlq = &storage.DLQEntry{DLQID: e.ids.New(storage.PrefixDLQ, now), FailedAt: now.UnixMilli(), Message: next, Response: out.Response}
+		}
 		if spec := m.FailureCallback; spec != nil {
-			body := callbackBody(m, out, now, dlq.DLQID)
-			newMsgs = append(newMsgs, e.callbackMessage(m, spec, storage.KindFailureCallback, body, now))
+			dlqID := ""
+			if dlq != nil {
+				dlqID = dlq.DLQID
+			}
+			failure = e.callbackMessage(m, spec, storage.KindFailureCallback, callbackPayloadFor(m, out, dlqID), now)
 		}
 	}
 	if spec := m.Callback; spec != nil {
-		body := callbackBody(m, out, now, "")
-		newMsgs = append(newMsgs, e.callbackMessage(m, spec, storage.KindCallback, body, now))
+		callback = e.callbackMessage(m, spec, storage.KindCallback, callbackPayloadFor(m, out, ""), now)
 	}
-	var createdLogs []*storage.LogEvent
-	for _, nm := range newMsgs {
-		dueEntries = append(dueEntries, storage.DueWith(nm))
-		createdLogs = append(createdLogs, e.createdLog(nm, now))
+	for i, nm := range []*storage.Message{callback, failure} {
+		if nm != nil {
+			cbLogs[i] = e.createdLog(nm, now)
+		}
 	}
 
 	err := e.store.Update(func(tx *storage.Tx) error {
+		dueEntries = dueEntries[:min(len(dueEntries), 1)]
 		// The due key names the message and its due time, and every state change moves
 		// or removes it: its presence is the compare-and-set.
 		if !tx.HasDue(storage.DueOf(m)) {
@@ -76,17 +87,24 @@ func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]stora
 		if err := tx.DeleteDue(storage.DueOf(m)); err != nil {
 			return err
 		}
-		switch {
-		case logEv.State == storage.StateError:
+		if logEv.State == storage.StateError {
 			if err := tx.PutMessage(&next); err != nil {
 				return err
 			}
 			if err := tx.PutDue(storage.DueOf(&next)); err != nil {
 				return err
 			}
-		default:
+		} else {
 			if err := tx.DeleteMessage(m.Project, m.ID); err != nil {
 				return err
+			}
+			if m.RunID != "" {
+				if err := tx.UnlinkRunMessage(m.Project, m.RunID, m.ID); err != nil {
+					return err
+				}
+				if err := e.workflowSettledTx(tx, m, logEv.State); err != nil {
+					return err
+				}
 			}
 		}
 		if dlq != nil {
@@ -97,10 +115,41 @@ func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]stora
 		if err := tx.AppendLog(m.Project, logEv); err != nil {
 			return err
 		}
-		for i, nm := range newMsgs {
-			if err := putNew(tx, nm, createdLogs[i]); err != nil {
+		if logEv.State == storage.StateFailed && isWorkflowDelivery(m) {
+			dlqID := ""
+			if dlq != nil {
+				dlqID = dlq.DLQID
+			}
+			_, resume, err := e.workflowFailureTx(tx, m, dlqID, ids, now)
+			if err != nil {
 				return err
 			}
+			if resume != nil {
+				dueEntries = append(dueEntries, *resume)
+			}
+		}
+		for i, nm := range []*storage.Message{callback, failure} {
+			if nm == nil {
+				continue
+			}
+			if nm.RunID != "" {
+				if nm.Kind == storage.KindFailureCallback && dlq != nil {
+					p := callbackPayloadFor(m, out, dlq.DLQID)
+					workflowFailureFields(&p, tx, m)
+					nm.Body = compactJSON(p)
+				}
+				ok, err := e.workflowCallbackTx(tx, nm, m, now)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+			}
+			if err := putNew(tx, nm, cbLogs[i]); err != nil {
+				return err
+			}
+			dueEntries = append(dueEntries, storage.DueWith(nm))
 		}
 		return nil
 	})
@@ -108,6 +157,23 @@ func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]stora
 		return nil, err
 	}
 	return dueEntries, nil
+}
+
+// workflowSettledTx updates a run when one of its messages ends: the failure function's
+// state when it was the failure callback.
+func (e *Engine) workflowSettledTx(tx *storage.Tx, m *Message, state string) error {
+	if m.Kind != storage.KindFailureCallback {
+		return nil
+	}
+	run, err := tx.Run(m.Project, m.RunID)
+	if err != nil || run.FailureMessageID != m.ID {
+		return nil
+	}
+	run.FailureState = callbackFail
+	if state == storage.StateDelivered {
+		run.FailureState = callbackSuccess
+	}
+	return tx.PutRun(m.Project, run)
 }
 
 func (e *Engine) retryDelay(m *storage.Message) time.Duration {
@@ -140,7 +206,7 @@ func (e *Engine) createdLog(m *storage.Message, now time.Time) *storage.LogEvent
 }
 
 // callbackMessage builds the message that reports an attempt of src to a callback URL.
-func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpec, kind string, body []byte, now time.Time) *storage.Message {
+func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpec, kind string, payload callbackPayload, now time.Time) *storage.Message {
 	header := make(map[string][]string, len(spec.Header)+1)
 	for k, v := range spec.Header {
 		header[k] = v
@@ -151,7 +217,8 @@ func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpe
 	due := now.Add(time.Duration(spec.DelayMs) * time.Millisecond)
 	return &storage.Message{
 		ID: e.ids.New(storage.PrefixMessage, now), Project: src.Project, Kind: kind,
-		URL: spec.URL, Method: spec.Method, Header: header, Body: body,
+		URL: spec.URL, Method: spec.Method, Header: header, Body: compactJSON(payload),
+		RunID: spec.RunID, CallType: spec.CallType,
 		Labels: src.Labels, CallerIP: src.CallerIP,
 		CreatedAt: now.UnixMilli(), NotBefore: due.UnixMilli(), DueAt: due.UnixNano(),
 		State: storage.StateCreated, Retries: spec.Retries, RetryDelay: spec.RetryDelay,
@@ -180,9 +247,12 @@ type callbackPayload struct {
 	TopicName       string              `json:"topicName"`
 	EndpointName    string              `json:"endpointName"`
 	Error           string              `json:"error,omitempty"`
+	// Workflow failure callbacks only (§4.5).
+	WorkflowRunID     string `json:"workflowRunId,omitempty"`
+	WorkflowCreatedAt int64  `json:"workflowCreatedAt,omitempty"`
 }
 
-func callbackBody(m *storage.Message, out Outcome, now time.Time, dlqID string) []byte {
+func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) callbackPayload {
 	header := http.Header{}
 	for k, v := range out.Response.Header {
 		header[http.CanonicalHeaderKey(k)] = v
@@ -199,7 +269,7 @@ func callbackBody(m *storage.Message, out Outcome, now time.Time, dlqID string) 
 	if p.SourceHeader == nil {
 		p.SourceHeader = map[string][]string{}
 	}
-	return compactJSON(p)
+	return p
 }
 
 // compactJSON encodes v without HTML escaping and without a trailing newline, so bodies

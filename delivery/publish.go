@@ -22,43 +22,40 @@ type PublishResult struct {
 	Deduplicated bool
 }
 
-// Publish stores messages atomically and schedules them. A message for a queue the
-// project does not have creates it with DefaultQueueParallelism. It returns once the messages are
-// durable. The caller fills the request fields (Project, URL, Method, Header, Body, Queue,
-// Labels, CallerIP, NotBefore in unix ms or 0 for now, Retries, RetryDelay, TimeoutMs,
-// DedupID, FlowControl, Callback, FailureCallback); Publish assigns ID, Kind, CreatedAt,
-// DueAt and State. A message whose DedupID was seen within DedupWindow is not stored: its
-// result names the original message and is marked Deduplicated.
+// Publish stores plain messages; see PublishAll.
 func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
-	now := e.now()
-	logs := make([]*storage.LogEvent, len(msgs))
+	pubs := make([]Publication, len(msgs))
 	for i, m := range msgs {
-		m.ID = e.ids.New(storage.PrefixMessage, now)
-		m.Kind = storage.KindMessage
-		m.CreatedAt = now.UnixMilli()
-		m.State = storage.StateCreated
-		due := now
-		if m.NotBefore > now.UnixMilli() {
-			due = time.UnixMilli(m.NotBefore)
-		} else {
-			m.NotBefore = now.UnixMilli()
-		}
-		m.DueAt = due.UnixNano()
-		logs[i] = e.createdLog(m, now)
+		pubs[i] = Publication{Message: m}
 	}
-	results := make([]PublishResult, len(msgs))
+	return e.PublishAll(pubs)
+}
+
+// PublishAll stores messages atomically and schedules them. It returns once they are
+// durable. The caller fills the request fields (Project, URL, Method, Header, Body,
+// Queue, Labels, CallerIP, NotBefore in unix ms or 0 for now, Retries, RetryDelay,
+// TimeoutMs, DedupID, FlowControl, Callback, FailureCallback, and RunID / CallType for
+// workflow messages); PublishAll assigns ID, Kind, CreatedAt, DueAt and State.
+//
+// A message whose DedupID was seen within DedupWindow, or that triggers a run id that is
+// live, is not stored: its result is marked Deduplicated. A message for a queue the
+// project does not have creates it with DefaultQueueParallelism. A workflow step for a
+// run that ended fails the whole publication with ErrRunEnded.
+func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
+	now := e.now()
+	logs := make([]*storage.LogEvent, len(pubs))
+	for i, p := range pubs {
+		prepare(p.Message, e.ids.New(storage.PrefixMessage, now), now)
+		logs[i] = e.createdLog(p.Message, now)
+	}
+	results := make([]PublishResult, len(pubs))
 	expires := now.Add(e.cfg.DedupWindow).UnixMilli()
 	err := e.store.Update(func(tx *storage.Tx) error {
-		for i, m := range msgs {
+		for i, p := range pubs {
+			m := p.Message
 			results[i] = PublishResult{MessageID: m.ID, URL: m.URL}
 			if m.Queue != "" {
-				if _, err := tx.Queue(m.Project, m.Queue); errors.Is(err, storage.ErrNotFound) {
-					// Enqueueing to a new queue creates it, as QStash does.
-					q := &storage.Queue{Name: m.Queue, Parallelism: DefaultQueueParallelism, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
-					if err := tx.PutQueue(m.Project, q); err != nil {
-						return err
-					}
-				} else if err != nil {
+				if err := ensureQueueTx(tx, m, now); err != nil {
 					return err
 				}
 			}
@@ -72,6 +69,22 @@ func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
 					return err
 				}
 			}
+			if m.RunID != "" {
+				created := true
+				var err error
+				if p.Init != nil {
+					created, err = e.createRunTx(tx, m, p.Init, now)
+				} else {
+					err = e.continueRunTx(tx, m, now)
+				}
+				if err != nil {
+					return err
+				}
+				if !created {
+					results[i].Deduplicated = true
+					continue
+				}
+			}
 			if err := putNew(tx, m, logs[i]); err != nil {
 				return err
 			}
@@ -81,12 +94,23 @@ func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]storage.DueEntry, 0, len(msgs))
-	for i, m := range msgs {
+	entries := make([]storage.DueEntry, 0, len(pubs))
+	for i, p := range pubs {
 		if !results[i].Deduplicated {
-			entries = append(entries, storage.DueWith(m))
+			entries = append(entries, storage.DueWith(p.Message))
 		}
 	}
 	e.disp.add(entries...)
 	return results, nil
+}
+
+// ensureQueueTx creates the message's queue if the project does not have it, as QStash
+// does for an enqueue to a new queue.
+func ensureQueueTx(tx *storage.Tx, m *Message, now time.Time) error {
+	_, err := tx.Queue(m.Project, m.Queue)
+	if !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	q := &storage.Queue{Name: m.Queue, Parallelism: DefaultQueueParallelism, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
+	return tx.PutQueue(m.Project, q)
 }

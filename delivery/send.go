@@ -51,27 +51,43 @@ func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry) {
 	defer func() { e.disp.release(entry, follow) }()
 
 	m := entry.Msg
+	var body []byte
 	err := e.store.View(func(tx *storage.Tx) error {
-		if m != nil {
-			if !tx.HasDue(entry) {
-				return storage.ErrNotFound
+		if m == nil {
+			var err error
+			if m, err = tx.Message(entry.Project, entry.MessageID); err != nil {
+				return err
 			}
-			return nil
+		} else if !tx.HasDue(entry) {
+			return storage.ErrNotFound
 		}
-		var err error
-		m, err = tx.Message(entry.Project, entry.MessageID)
-		return err
+		body = m.Body
+		if m.HistoryLen > 0 {
+			h, err := tx.History(m.Project, m.RunID, m.HistoryLen)
+			if err != nil {
+				return err
+			}
+			body = historyBody(h)
+		}
+		return nil
 	})
 	if err != nil || m.DueAt != entry.DueAt {
 		// Cancelled, or already rescheduled by an earlier attempt: nothing to send.
 		return
 	}
+	if m.Kind == storage.KindWaitTimeout {
+		follow = e.fireWaitTimeout(m)
+		return
+	}
 	started := e.now()
-	out := e.send(ctx, m, started)
+	out := e.send(ctx, m, body, started)
 	if ctx.Err() != nil {
 		// Shutting down: the answer may be incomplete. The due entry stays, so the
 		// message is sent again after restart without spending a retry.
 		return
+	}
+	if out.Verdict == Delivered && m.DetectTrigger && !answeredBySDK(out.Response.Header) {
+		out.Verdict, out.Fault, out.Response.Error = Final, FaultDestination, nonWorkflowDestination
 	}
 	follow, err = e.record(m, out, e.now())
 	if err != nil && !errors.Is(err, storage.ErrConflict) {
@@ -80,7 +96,7 @@ func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry) {
 }
 
 // send makes one HTTP attempt for m and classifies the answer.
-func (e *Engine) send(ctx context.Context, m *storage.Message, now time.Time) Outcome {
+func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now time.Time) Outcome {
 	key, err := e.keys.current(m.Project)
 	if err != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultInternal, Response: storage.Response{Error: "signing key unavailable"}}
@@ -92,14 +108,14 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, now time.Time) Ou
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, m.Method, m.URL, bytes.NewReader(m.Body))
+	req, err := http.NewRequestWithContext(ctx, m.Method, m.URL, bytes.NewReader(body))
 	if err != nil {
 		return Outcome{Verdict: Final, Fault: FaultDestination, Response: storage.Response{Error: "invalid request: " + err.Error()}}
 	}
 	for name, values := range m.Header {
 		req.Header[name] = values
 	}
-	sig, err := wire.Sign(key, wire.NewClaims(m.URL, m.Body, now, e.ids.New("jwt_", now)))
+	sig, err := wire.Sign(key, wire.NewClaims(m.URL, body, now, e.ids.New("jwt_", now)))
 	if err != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultInternal, Response: storage.Response{Error: "signing failed"}}
 	}
@@ -117,11 +133,11 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, now time.Time) Ou
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Error: describeSendError(err)}}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
 	if err != nil && ctx.Err() != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Status: resp.StatusCode, Error: "timed out reading the response"}}
 	}
-	return classify(resp.StatusCode, resp.Header, body, now)
+	return classify(resp.StatusCode, resp.Header, answer, now)
 }
 
 // classify turns an endpoint's answer into an Outcome (protocol §4.3).

@@ -44,7 +44,8 @@ func unauthorized(msg string) error {
 
 func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if c.QueryParam("qstash_token") != "" {
+		// The query of a publish, enqueue or trigger belongs to the destination URL.
+		if !hasDestinationInPath(c.Request().URL.Path) && c.QueryParam("qstash_token") != "" {
 			return unauthorized("tokens are accepted only in the Authorization header")
 		}
 		token, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
@@ -70,4 +71,13 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(projectKey, project)
 		return next(c)
 	}
+}
+
+func hasDestinationInPath(path string) bool {
+	for _, p := range []string{"/v2/publish/", "/v2/enqueue/", "/v2/trigger/"} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
 }

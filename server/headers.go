@@ -181,7 +181,8 @@ func (p messageParser) config(h http.Header, prefix string) (messageConfig, erro
 	if key != "" || value != "" {
 		fc, err := flowctl.Parse(key, value)
 		if err != nil {
-			return c, badRequest("%v", err)
+			// flowctl names the top-level headers: name the (nested) ones actually sent.
+			return c, badRequest("%s", strings.ReplaceAll(err.Error(), "Upstash-Flow-Control-", name("Upstash-Flow-Control-")))
 		}
 		c.FlowControl = &fc
 	}
@@ -219,10 +220,11 @@ func (p messageParser) callback(h http.Header, prefix, urlHeader string) (*deliv
 func forwardedHeaders(h http.Header, prefix string, withContentType bool) (map[string][]string, error) {
 	out := map[string][]string{}
 	for name, values := range h {
-		if !strings.HasPrefix(name, prefix) {
+		// Case-insensitive: Go leaves names with invalid characters uncanonicalised.
+		if len(name) < len(prefix) || !strings.EqualFold(name[:len(prefix)], prefix) {
 			continue
 		}
-		fwd := http.CanonicalHeaderKey(strings.TrimPrefix(name, prefix))
+		fwd := http.CanonicalHeaderKey(name[len(prefix):])
 		if fwd == "" || wire.IsHopByHop(fwd) {
 			continue
 		}

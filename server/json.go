@@ -9,7 +9,7 @@ import (
 )
 
 // compactSerializer writes JSON without HTML escaping (SDKs compare some bodies byte for
-// byte) and refuses unknown fields when reading.
+// byte) and turns a malformed request body into a 400 that says what is wrong.
 type compactSerializer struct{}
 
 func (compactSerializer) Serialize(c echo.Context, i any, indent string) error {

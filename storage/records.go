@@ -20,6 +20,9 @@ const (
 	KindMessage         = "message"
 	KindCallback        = "callback"
 	KindFailureCallback = "failure_callback"
+	// KindWaitTimeout is a timer, not an HTTP request: when due it resolves a workflow
+	// wait with a timeout.
+	KindWaitTimeout = "wait_timeout"
 )
 
 // Message is one pending delivery job: the request to send and how to retry it. Times are
@@ -53,6 +56,17 @@ type Message struct {
 
 	// SourceMessageID links a callback message to the message whose attempt it reports.
 	SourceMessageID string `json:"sourceMessageId,omitempty"`
+
+	// Workflow fields. RunID binds the message to a run; CallType is its history call
+	// type. HistoryLen > 0 means the delivered body is the run's history up to and
+	// including this message's own entry (protocol §5.3), not Body. DetectTrigger marks a
+	// run's first delivery, whose answer must carry Upstash-Workflow-Sdk-Version.
+	// EventID names the event a KindWaitTimeout timer belongs to.
+	RunID         string `json:"runId,omitempty"`
+	CallType      string `json:"callType,omitempty"`
+	HistoryLen    int    `json:"historyLen,omitempty"`
+	DetectTrigger bool   `json:"detectTrigger,omitempty"`
+	EventID       string `json:"eventId,omitempty"`
 }
 
 // CallbackSpec is the configuration of a callback or failure-callback message, taken from
@@ -66,6 +80,10 @@ type CallbackSpec struct {
 	TimeoutMs   int64               `json:"timeoutMs,omitempty"`
 	DelayMs     int64               `json:"delayMs,omitempty"`
 	FlowControl *flowctl.Config     `json:"flowControl,omitempty"`
+	// RunID and CallType bind the callback message to a workflow run
+	// (Upstash-Callback-Workflow-RunId, -Workflow-CallType).
+	RunID    string `json:"runId,omitempty"`
+	CallType string `json:"callType,omitempty"`
 }
 
 // Response is what an endpoint answered to one attempt (body truncated to the read limit).
@@ -124,4 +142,7 @@ type Project struct {
 	CreatedAt         int64  `json:"createdAt"`
 	CurrentSigningKey string `json:"currentSigningKey"`
 	NextSigningKey    string `json:"nextSigningKey"`
+	// UserID is the id workflow webhooks name the project by (the "UserID" inside its
+	// tokens, which the workflow SDK puts into webhook URLs).
+	UserID string `json:"userId,omitempty"`
 }

@@ -22,7 +22,9 @@ func openTestStore(t *testing.T) *Store {
 	path := filepath.Join(t.TempDir(), "duraton.db")
 	s, err := Open(path, Options{})
 	require.NoError(t, err)
-	require.NoError(t, s.Update(func(tx *Tx) error { return tx.CreateProject(&Project{ID: "p", CurrentSigningKey: "k1", NextSigningKey: "k2"}) }))
+	require.NoError(t, s.Update(func(tx *Tx) error {
+		return tx.CreateProject(&Project{ID: "p", CurrentSigningKey: "k1", NextSigningKey: "k2"})
+	}))
 	t.Cleanup(func() {
 		require.NoError(t, s.Close())
 		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})

@@ -24,7 +24,8 @@ const (
 	keyProject = "project"
 )
 
-var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup}
+var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
+	bucketRuns, bucketHistory, bucketWaiters, bucketLookback, bucketRunMsgs, bucketRunIndex}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
@@ -42,12 +43,14 @@ func (t *Tx) bucket(project, name string) *bolt.Bucket {
 	return p.Bucket([]byte(name))
 }
 
+// writeBucket returns a project's sub-bucket for writing, creating it if the project
+// predates it (data files from older versions).
 func (t *Tx) writeBucket(project, name string) (*bolt.Bucket, error) {
-	b := t.bucket(project, name)
-	if b == nil {
+	p := t.tx.Bucket([]byte(bucketProjects)).Bucket([]byte(project))
+	if p == nil {
 		return nil, fmt.Errorf("project %q: %w", project, ErrNotFound)
 	}
-	return b, nil
+	return p.CreateBucketIfNotExists([]byte(name))
 }
 
 func put(b *bolt.Bucket, key string, v any) error {

@@ -1,0 +1,266 @@
+package delivery
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/duraton/duraton/storage"
+)
+
+// Workflow run errors. ErrRunEnded answers 400, which the workflow SDK reads as "stop
+// quietly" (protocol §1).
+var (
+	ErrRunEnded    = errors.New("workflow run has ended")
+	ErrRunNotFound = fmt.Errorf("workflow run %w", storage.ErrNotFound)
+	// ErrRunLimit is a run beyond one of the engine's limits (history size, steps, invoke
+	// depth); the server answers 412, which the SDK turns into a non-retryable error.
+	ErrRunLimit = errors.New("workflow run limit")
+)
+
+// Run-related records, re-exported.
+type (
+	Run          = storage.Run
+	HistoryEntry = storage.HistoryEntry
+	Waiter       = storage.Waiter
+	ParentLink   = storage.ParentLink
+)
+
+// Run states and call types, re-exported.
+const (
+	RunStarted       = storage.RunStarted
+	RunSuccess       = storage.RunSuccess
+	RunFailed        = storage.RunFailed
+	RunCanceled      = storage.RunCanceled
+	CallStep         = storage.CallStep
+	CallToCallback   = storage.CallToCallback
+	CallFromCallback = storage.CallFromCallback
+	CallFailure      = storage.CallFailure
+)
+
+// Delivery headers of workflow runs.
+const (
+	headerRunID       = "Upstash-Workflow-Runid"
+	headerRunURL      = "Upstash-Workflow-Url"
+	headerCreatedAt   = "Upstash-Workflow-Createdat"
+	headerLabel       = "Upstash-Label"
+	headerSdkVersion  = "Upstash-Workflow-Sdk-Version"
+	headerUnknownSdk  = "Upstash-Workflow-Unknown-Sdk"
+	workflowHeaderPfx = "Upstash-Workflow-"
+)
+
+// RunInit is what a run-creating message (Upstash-Workflow-Init: true) brings beyond the
+// message itself.
+type RunInit struct {
+	// URL is the run's workflow URL (Upstash-Workflow-Url; default the destination).
+	URL string
+	// DetectTrigger makes a first delivery whose answer lacks Upstash-Workflow-Sdk-Version
+	// fail the run (feature WF_DetectTrigger).
+	DetectTrigger bool
+	// Parent links a run started by context.invoke to its invoker.
+	Parent *ParentLink
+	// InvokeDepth is the invoke count of the child (Upstash-Workflow-Invoke-Count).
+	InvokeDepth int
+	// UnknownSdk marks a run triggered through /v2/trigger: its first delivery carries
+	// Upstash-Workflow-Unknown-Sdk.
+	UnknownSdk bool
+}
+
+// Publication is one message to publish. A message with RunID set belongs to a workflow
+// run; Init is set when it creates the run.
+type Publication struct {
+	Message *Message
+	Init    *RunInit
+}
+
+// isWorkflowDelivery reports whether a message is delivered to a run's workflow URL (and
+// so carries the run's configuration and can fail the run).
+func isWorkflowDelivery(m *Message) bool {
+	return m.RunID != "" && m.Kind != storage.KindWaitTimeout && (m.CallType == CallStep || m.CallType == CallFromCallback)
+}
+
+// createRunTx creates (or, for an ended run with the same id, replaces) the run that m
+// starts. It returns false when a live run with that id exists: the message is then a
+// duplicate trigger and is not stored.
+func (e *Engine) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.Time) (bool, error) {
+	if old, err := tx.Run(m.Project, m.RunID); err == nil {
+		if old.Live() {
+			return false, nil
+		}
+		if err := tx.UnindexRun(m.Project, old); err != nil {
+			return false, err
+		}
+		if err := tx.DeleteHistoryFrom(m.Project, old.ID, 0); err != nil {
+			return false, err
+		}
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return false, err
+	}
+	if init.InvokeDepth > e.cfg.MaxInvokeDepth {
+		return false, fmt.Errorf("%w: invoke depth %d exceeds %d", ErrRunLimit, init.InvokeDepth, e.cfg.MaxInvokeDepth)
+	}
+	url := init.URL
+	if url == "" {
+		url = m.URL
+	}
+	run := &Run{
+		ID: m.RunID, URL: url, CreatedAt: now.UnixMilli(), State: RunStarted,
+		Retries: m.Retries, RetryDelay: m.RetryDelay, TimeoutMs: m.TimeoutMs, Labels: m.Labels,
+		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
+		FlowControl: m.FlowControl, Parent: init.Parent, InvokeDepth: init.InvokeDepth,
+	}
+	if err := tx.IndexRun(m.Project, run); err != nil {
+		return false, err
+	}
+	m.CallType = CallStep
+	m.DetectTrigger = init.DetectTrigger
+	if init.UnknownSdk {
+		m.Header = withHeader(m.Header, headerUnknownSdk, "true")
+	}
+	return true, e.appendStepTx(tx, run, m, now)
+}
+
+// userHeaders keeps the trigger's forwarded headers that every delivery of the run
+// repeats: the user's own, not the SDK's Upstash-Workflow-* ones nor the content type.
+func userHeaders(h map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	for k, v := range h {
+		if strings.HasPrefix(k, workflowHeaderPfx) || k == "Content-Type" {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func withHeader(h map[string][]string, name, value string) map[string][]string {
+	out := make(map[string][]string, len(h)+1)
+	for k, v := range h {
+		out[k] = v
+	}
+	out[name] = []string{value}
+	return out
+}
+
+// continueRunTx attaches a non-init message to its live run.
+func (e *Engine) continueRunTx(tx *storage.Tx, m *Message, now time.Time) error {
+	run, err := tx.Run(m.Project, m.RunID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrRunNotFound, m.RunID)
+	}
+	if err != nil {
+		return err
+	}
+	if !run.Live() {
+		return fmt.Errorf("%w: run %q is %s", ErrRunEnded, run.ID, run.State)
+	}
+	if m.CallType == "" {
+		m.CallType = CallStep
+	}
+	return e.appendStepTx(tx, run, m, now)
+}
+
+// appendStepTx appends m's entry to the run's history, binds m to the run and gives a
+// delivery to the workflow URL the run's configuration and headers.
+func (e *Engine) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
+	entry := &HistoryEntry{MessageID: m.ID, Body: m.Body, CallType: m.CallType, CreatedAt: now.UnixMilli()}
+	if err := e.appendHistoryTx(tx, m.Project, run, entry); err != nil {
+		return err
+	}
+	if m.CallType == CallStep {
+		m.HistoryLen = run.HistoryLen // up to and including its own entry
+		applyRun(m, run)
+	}
+	if err := tx.PutRun(m.Project, run); err != nil {
+		return err
+	}
+	return tx.LinkRunMessage(m.Project, run.ID, m.ID)
+}
+
+// appendHistoryTx adds one entry to a run's history within the run's limits. The caller
+// writes the run record.
+func (e *Engine) appendHistoryTx(tx *storage.Tx, project string, run *Run, entry *HistoryEntry) error {
+	if run.HistoryLen >= e.cfg.MaxRunSteps {
+		return fmt.Errorf("%w: run %q has %d history entries, the limit is %d", ErrRunLimit, run.ID, run.HistoryLen, e.cfg.MaxRunSteps)
+	}
+	if run.HistoryBytes+int64(len(entry.Body)) > e.cfg.MaxRunHistoryBytes {
+		return fmt.Errorf("%w: run %q history would exceed %d bytes", ErrRunLimit, run.ID, e.cfg.MaxRunHistoryBytes)
+	}
+	if err := tx.PutHistory(project, run.ID, run.HistoryLen, entry); err != nil {
+		return err
+	}
+	run.HistoryLen++
+	run.HistoryBytes += int64(len(entry.Body))
+	return nil
+}
+
+// applyRun gives a delivery to the workflow URL the run's configuration (retries, retry
+// delay, timeout, failure callback, flow control: WF_TriggerOnConfig) and the headers
+// every workflow delivery carries.
+func applyRun(m *Message, run *Run) {
+	m.Retries, m.RetryDelay, m.FailureCallback, m.FlowControl = run.Retries, run.RetryDelay, run.FailureCallback, run.FlowControl
+	if run.TimeoutMs > 0 && m.TimeoutMs == 0 {
+		m.TimeoutMs = run.TimeoutMs
+	}
+	m.Labels = run.Labels
+	m.Header = runHeaders(m.Header, run)
+}
+
+// runHeaders adds the run's user headers (the message's own win) and the run's identity.
+func runHeaders(own map[string][]string, run *Run) map[string][]string {
+	h := make(map[string][]string, len(own)+len(run.Header)+4)
+	for k, v := range run.Header {
+		h[k] = v
+	}
+	for k, v := range own {
+		h[k] = v
+	}
+	h[headerRunID] = []string{run.ID}
+	h[headerRunURL] = []string{run.URL}
+	h[headerCreatedAt] = []string{strconv.FormatInt(run.CreatedAt, 10)}
+	if len(run.Labels) > 0 {
+		h[headerLabel] = []string{strings.Join(run.Labels, ",")}
+	}
+	return h
+}
+
+// historyBody encodes a history prefix as the delivery body of protocol §5.3.
+func historyBody(entries []HistoryEntry) []byte {
+	type wireEntry struct {
+		MessageID string `json:"messageId"`
+		Body      []byte `json:"body"` // encoding/json writes standard, padded base64
+		CallType  string `json:"callType"`
+	}
+	out := make([]wireEntry, len(entries))
+	for i, e := range entries {
+		out[i] = wireEntry{MessageID: e.MessageID, Body: e.Body, CallType: e.CallType}
+	}
+	return compactJSON(out)
+}
+
+// answeredBySDK reports whether a workflow endpoint's answer carries the protocol header
+// (feature WF_DetectTrigger).
+func answeredBySDK(h http.Header) bool { return h.Get(headerSdkVersion) != "" }
+
+// stepWith returns the step object raw with extra fields set (out, waitTimeout, ...),
+// keeping every field the SDK sent.
+func stepWith(raw []byte, fields map[string]any) ([]byte, error) {
+	obj := map[string]json.RawMessage{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, fmt.Errorf("step object: %w", err)
+		}
+	}
+	for k, v := range fields {
+		if v == nil {
+			delete(obj, k)
+			continue
+		}
+		obj[k] = compactJSON(v)
+	}
+	return compactJSON(obj), nil
+}

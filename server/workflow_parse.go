@@ -1,0 +1,153 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// Workflow publish headers (protocol §3.2).
+const (
+	hWorkflowRunID       = "Upstash-Workflow-Runid"
+	hWorkflowInit        = "Upstash-Workflow-Init"
+	hWorkflowURL         = "Upstash-Workflow-Url"
+	hWorkflowCallType    = "Upstash-Workflow-Calltype"
+	hWorkflowInvoke      = "Upstash-Workflow-Invoke"
+	hFeatureSet          = "Upstash-Feature-Set"
+	hInvokeCount         = "Upstash-Workflow-Invoke-Count"
+	hCallbackRunID       = "Upstash-Callback-Workflow-Runid"
+	hFailureRunID        = "Upstash-Failure-Callback-Workflow-Runid"
+	featureDetectTrigger = "WF_DetectTrigger"
+	maxRunIDLen          = 256
+)
+
+var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9\-_.:]+$`)
+
+func validRunID(id string) error {
+	if id == "" || len(id) > maxRunIDLen || !runIDPattern.MatchString(id) {
+		return badRequest("workflow run id %q must match %s and be at most %d bytes", id, runIDPattern, maxRunIDLen)
+	}
+	return nil
+}
+
+// invokeEnvelope is the body of a context.invoke publish (protocol §5.10).
+type invokeEnvelope struct {
+	Body                 string              `json:"body"`
+	Headers              map[string][]string `json:"headers"`
+	WorkflowRunID        string              `json:"workflowRunId"`
+	WorkflowRunCreatedAt int64               `json:"workflowRunCreatedAt"`
+	WorkflowURL          string              `json:"workflowUrl"`
+	Step                 json.RawMessage     `json:"step"`
+}
+
+// workflow reads the workflow headers of a parsed message. It binds m to its run and
+// returns the run's creation details for an Init message. For an invoke it unwraps the
+// envelope: the child's payload replaces m.Body.
+func (p messageParser) workflow(h http.Header, m *delivery.Message) (*delivery.RunInit, error) {
+	if cb := h.Get(hCallbackRunID); cb != "" && m.Callback != nil {
+		m.Callback.RunID, m.Callback.CallType = cb, delivery.CallFromCallback
+	}
+	if fc := h.Get(hFailureRunID); fc != "" && m.FailureCallback != nil {
+		m.FailureCallback.RunID, m.FailureCallback.CallType = fc, delivery.CallFailure
+	}
+	runID := h.Get(hWorkflowRunID)
+	if runID == "" {
+		return nil, nil
+	}
+	if err := validRunID(runID); err != nil {
+		return nil, err
+	}
+	m.RunID = runID
+	m.CallType = h.Get(hWorkflowCallType)
+	switch m.CallType {
+	case "", delivery.CallStep:
+		m.CallType = delivery.CallStep
+	case delivery.CallToCallback:
+	default:
+		return nil, headerError(hWorkflowCallType, "%q cannot be published (want step or toCallback)", m.CallType)
+	}
+	if !strings.EqualFold(h.Get(hWorkflowInit), "true") {
+		return nil, nil
+	}
+	init := &delivery.RunInit{URL: h.Get(hWorkflowURL), DetectTrigger: strings.Contains(h.Get(hFeatureSet), featureDetectTrigger)}
+	if init.URL != "" {
+		u, err := p.checkURL(hWorkflowURL, init.URL)
+		if err != nil {
+			return nil, err
+		}
+		init.URL = u
+	}
+	if v := first(m.Header[hInvokeCount]); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, headerError("Upstash-Forward-"+hInvokeCount, "want a non-negative integer, got %q", v)
+		}
+		init.InvokeDepth = n
+	}
+	if strings.EqualFold(h.Get(hWorkflowInvoke), "true") {
+		parent, payload, err := p.invokeParent(m.Body)
+		if err != nil {
+			return nil, err
+		}
+		init.Parent, m.Body = parent, payload
+	}
+	return init, nil
+}
+
+// invokeParent unwraps an invoke envelope into the child's payload and the link that
+// resumes the parent.
+func (p messageParser) invokeParent(body []byte) (*delivery.ParentLink, []byte, error) {
+	var env invokeEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, nil, badRequest("invoke body must be the SDK's invoke envelope: %v", err)
+	}
+	if env.WorkflowURL == "" || len(env.Step) == 0 {
+		return nil, nil, badRequest("invoke envelope needs workflowUrl and step")
+	}
+	template, err := p.template(headerFromMap(env.Headers), env.WorkflowURL)
+	if err != nil {
+		return nil, nil, prefixError("invoke envelope headers", err)
+	}
+	return &delivery.ParentLink{
+		RunID: template.RunID, URL: env.WorkflowURL, CreatedAt: env.WorkflowRunCreatedAt,
+		Template: template, Step: env.Step,
+	}, []byte(env.Body), nil
+}
+
+// template parses publish-style headers (a wait request's, an invoke envelope's, a
+// timeout's) into the message that will continue a run.
+func (p messageParser) template(h http.Header, url string) (*delivery.Message, error) {
+	m, err := p.parse(h, url)
+	if err != nil {
+		return nil, err
+	}
+	runID := h.Get(hWorkflowRunID)
+	if err := validRunID(runID); err != nil {
+		return nil, err
+	}
+	m.RunID, m.CallType = runID, delivery.CallStep
+	return m, nil
+}
+
+// headerFromMap builds an http.Header from a JSON header map whose names may come in
+// several cases ("Upstash-Workflow-RunId" and "Upstash-Workflow-Runid").
+func headerFromMap(in map[string][]string) http.Header {
+	h := http.Header{}
+	for k, vs := range in {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return h
+}
+
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}

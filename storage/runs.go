@@ -1,0 +1,382 @@
+package storage
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/duraton/duraton/flowctl"
+)
+
+// Run states, stored by name (the Upstash Workflow names).
+const (
+	RunStarted  = "RUN_STARTED"
+	RunSuccess  = "RUN_SUCCESS"
+	RunFailed   = "RUN_FAILED"
+	RunCanceled = "RUN_CANCELED"
+)
+
+// History call types.
+const (
+	CallStep         = "step"
+	CallToCallback   = "toCallback"
+	CallFromCallback = "fromCallback"
+	CallFailure      = "failureCall"
+)
+
+// Run is one workflow run: its configuration, taken from the trigger and applied to every
+// later message of the run (WF_TriggerOnConfig), and its state. The history lives in its
+// own bucket, one record per entry.
+type Run struct {
+	ID           string              `json:"id"`
+	URL          string              `json:"url"`
+	CreatedAt    int64               `json:"createdAt"`
+	EndedAt      int64               `json:"endedAt,omitempty"`
+	State        string              `json:"state"`
+	Response     []byte              `json:"response,omitempty"`
+	HasResp      bool                `json:"hasResponse,omitempty"`
+	HistoryLen   int                 `json:"historyLen"`
+	HistoryBytes int64               `json:"historyBytes"`
+	Retries      int                 `json:"retries"`
+	RetryDelay   string              `json:"retryDelay,omitempty"`
+	TimeoutMs    int64               `json:"timeoutMs,omitempty"`
+	Labels       []string            `json:"labels,omitempty"`
+	Header       map[string][]string `json:"header,omitempty"` // the user's forward headers
+	CallerIP     string              `json:"callerIp,omitempty"`
+	// FailureCallback is the trigger's failure callback, applied to every workflow delivery.
+	FailureCallback *CallbackSpec `json:"failureCallback,omitempty"`
+	// FlowControl is the run's flow-control configuration.
+	FlowControl *flowctl.Config `json:"flowControl,omitempty"`
+	// DLQID names the dead letter of the delivery that failed the run.
+	DLQID string `json:"dlqId,omitempty"`
+	// Parent is set on a run started by context.invoke: how to resume the invoker.
+	Parent *ParentLink `json:"parent,omitempty"`
+	// InvokeDepth counts invocations from the root run.
+	InvokeDepth int `json:"invokeDepth,omitempty"`
+	// FailureMessageID is the failure callback message, once one was published.
+	FailureMessageID string `json:"failureMessageId,omitempty"`
+	FailureState     string `json:"failureState,omitempty"`
+}
+
+// Live reports whether the run has not ended.
+func (r *Run) Live() bool { return r.State == RunStarted }
+
+// ParentLink is what a child run needs to resume its invoker: a publish-style message
+// template (the invoke envelope's headers, parsed) and the invoke step to complete.
+type ParentLink struct {
+	RunID     string   `json:"runId"`
+	URL       string   `json:"url"`
+	CreatedAt int64    `json:"createdAt"`
+	Template  *Message `json:"template"`
+	Step      []byte   `json:"step"` // the envelope's step object, raw JSON
+}
+
+// HistoryEntry is one element of a run's history (protocol §5.3).
+type HistoryEntry struct {
+	MessageID string `json:"messageId"`
+	Body      []byte `json:"body"`
+	CallType  string `json:"callType"`
+	CreatedAt int64  `json:"createdAt"`
+}
+
+// Waiter is a run waiting for an event (context.waitForEvent / waitForWebhook).
+type Waiter struct {
+	EventID   string   `json:"eventId"`
+	RunID     string   `json:"runId"`
+	Deadline  int64    `json:"deadline"` // unix ms
+	Timeout   string   `json:"timeout"`
+	Step      []byte   `json:"step"`     // the wait step object, raw JSON
+	Template  *Message `json:"template"` // how to resume on notify
+	OnTimeout *Message `json:"onTimeout"`
+	TimerID   string   `json:"timerId"` // the timer message that fires the timeout
+	CreatedAt int64    `json:"createdAt"`
+}
+
+const (
+	bucketRuns     = "runs"
+	bucketHistory  = "history"
+	bucketWaiters  = "waiters"
+	bucketLookback = "lookback"
+	bucketRunMsgs  = "runmsgs"
+)
+
+func historyKey(runID string, seq int) []byte {
+	k := make([]byte, len(runID)+1+8)
+	copy(k, runID)
+	binary.BigEndian.PutUint64(k[len(runID)+1:], uint64(seq))
+	return k
+}
+
+// PutRun writes a run.
+func (t *Tx) PutRun(project string, r *Run) error {
+	b, err := t.writeBucket(project, bucketRuns)
+	if err != nil {
+		return err
+	}
+	return put(b, r.ID, r)
+}
+
+// Run reads a run.
+func (t *Tx) Run(project, id string) (*Run, error) {
+	var r Run
+	if err := get(t.bucket(project, bucketRuns), id, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ForEachRunNewestFirst calls fn for runs in reverse id order until fn returns false.
+// Run ids are chosen by clients, so this order is not creation order.
+func (t *Tx) ForEachRun(project string, fn func(*Run) bool) error {
+	b := t.bucket(project, bucketRuns)
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var r Run
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("run %s: %w", k, err)
+		}
+		if !fn(&r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// PutHistory writes history entry seq of a run.
+func (t *Tx) PutHistory(project, runID string, seq int, e *HistoryEntry) error {
+	b, err := t.writeBucket(project, bucketHistory)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return b.Put(historyKey(runID, seq), data)
+}
+
+// History reads the first n entries of a run's history.
+func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
+	b := t.bucket(project, bucketHistory)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	out := make([]HistoryEntry, 0, n)
+	c := b.Cursor()
+	prefix := append([]byte(runID), 0)
+	for k, v := c.Seek(historyKey(runID, 0)); k != nil && len(out) < n && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+		var e HistoryEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil, fmt.Errorf("history %s: %w", runID, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// DeleteHistoryFrom removes a run's history entries from seq on.
+func (t *Tx) DeleteHistoryFrom(project, runID string, seq int) error {
+	b, err := t.writeBucket(project, bucketHistory)
+	if err != nil {
+		return err
+	}
+	prefix := append([]byte(runID), 0)
+	c := b.Cursor()
+	for k, _ := c.Seek(historyKey(runID, seq)); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, _ = c.Seek(historyKey(runID, seq)) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waiterKey(eventID, runID string) []byte { return []byte(eventID + "\x00" + runID) }
+
+// PutWaiter registers a waiter; one per (event, run).
+func (t *Tx) PutWaiter(project string, w *Waiter) error {
+	b, err := t.writeBucket(project, bucketWaiters)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	return b.Put(waiterKey(w.EventID, w.RunID), data)
+}
+
+// DeleteWaiter removes a waiter.
+func (t *Tx) DeleteWaiter(project, eventID, runID string) error {
+	b, err := t.writeBucket(project, bucketWaiters)
+	if err != nil {
+		return err
+	}
+	return b.Delete(waiterKey(eventID, runID))
+}
+
+// Waiter reads one waiter.
+func (t *Tx) Waiter(project, eventID, runID string) (*Waiter, error) {
+	b := t.bucket(project, bucketWaiters)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	data := b.Get(waiterKey(eventID, runID))
+	if data == nil {
+		return nil, ErrNotFound
+	}
+	var w Waiter
+	return &w, json.Unmarshal(data, &w)
+}
+
+// Waiters lists up to limit waiters of an event.
+func (t *Tx) Waiters(project, eventID string, limit int) ([]Waiter, error) {
+	b := t.bucket(project, bucketWaiters)
+	if b == nil {
+		return nil, nil
+	}
+	var out []Waiter
+	prefix := eventID + "\x00"
+	c := b.Cursor()
+	for k, v := c.Seek([]byte(prefix)); k != nil && len(out) < limit && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, v = c.Next() {
+		var w Waiter
+		if err := json.Unmarshal(v, &w); err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// PutLookback stores an event that arrived for a run before it waited for it.
+func (t *Tx) PutLookback(project, runID, eventID string, body []byte) error {
+	b, err := t.writeBucket(project, bucketLookback)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(runID+"\x00"+eventID), body)
+}
+
+// TakeLookback returns and removes a stored event (ErrNotFound if none).
+func (t *Tx) TakeLookback(project, runID, eventID string) ([]byte, error) {
+	b := t.bucket(project, bucketLookback)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	k := []byte(runID + "\x00" + eventID)
+	v := b.Get(k)
+	if v == nil {
+		return nil, ErrNotFound
+	}
+	out := append([]byte(nil), v...)
+	return out, b.Delete(k)
+}
+
+// LinkRunMessage records that a pending message belongs to a run, so cancelling the run
+// can find it.
+func (t *Tx) LinkRunMessage(project, runID, messageID string) error {
+	b, err := t.writeBucket(project, bucketRunMsgs)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(runID+"\x00"+messageID), nil)
+}
+
+// UnlinkRunMessage removes the link of a message that ended.
+func (t *Tx) UnlinkRunMessage(project, runID, messageID string) error {
+	b, err := t.writeBucket(project, bucketRunMsgs)
+	if err != nil {
+		return err
+	}
+	return b.Delete([]byte(runID + "\x00" + messageID))
+}
+
+// RunMessages lists the ids of a run's pending messages.
+func (t *Tx) RunMessages(project, runID string) ([]string, error) {
+	b := t.bucket(project, bucketRunMsgs)
+	if b == nil {
+		return nil, nil
+	}
+	var out []string
+	prefix := runID + "\x00"
+	c := b.Cursor()
+	for k, _ := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, _ = c.Next() {
+		out = append(out, string(k[len(prefix):]))
+	}
+	return out, nil
+}
+
+const bucketRunIndex = "runindex"
+
+func runIndexKey(createdAt int64, runID string) []byte {
+	k := make([]byte, 8+len(runID))
+	binary.BigEndian.PutUint64(k, uint64(createdAt))
+	copy(k[8:], runID)
+	return k
+}
+
+// IndexRun adds a run to the by-creation-time index used for listing.
+func (t *Tx) IndexRun(project string, r *Run) error {
+	b, err := t.writeBucket(project, bucketRunIndex)
+	if err != nil {
+		return err
+	}
+	return b.Put(runIndexKey(r.CreatedAt, r.ID), nil)
+}
+
+// UnindexRun removes a run from the listing index.
+func (t *Tx) UnindexRun(project string, r *Run) error {
+	b, err := t.writeBucket(project, bucketRunIndex)
+	if err != nil {
+		return err
+	}
+	return b.Delete(runIndexKey(r.CreatedAt, r.ID))
+}
+
+// RunCursor is a position in the run listing: created-at and run id of the last run seen.
+type RunCursor struct {
+	CreatedAt int64
+	RunID     string
+}
+
+// ListRuns returns up to count runs newest first, after the cursor (nil: from the newest),
+// that match keep, and the cursor of the last one when more may follow.
+func (t *Tx) ListRuns(project string, after *RunCursor, count int, keep func(*Run) bool) ([]Run, *RunCursor, error) {
+	b := t.bucket(project, bucketRunIndex)
+	if b == nil {
+		return nil, nil, nil
+	}
+	var out []Run
+	var next *RunCursor
+	c := b.Cursor()
+	var k []byte
+	if after == nil {
+		k, _ = c.Last()
+	} else {
+		start := runIndexKey(after.CreatedAt, after.RunID)
+		k, _ = c.Seek(start)
+		if k == nil {
+			k, _ = c.Last()
+		}
+		for k != nil && string(k) >= string(start) {
+			k, _ = c.Prev()
+		}
+	}
+	for ; k != nil; k, _ = c.Prev() {
+		if len(out) == count {
+			last := out[len(out)-1]
+			next = &RunCursor{CreatedAt: last.CreatedAt, RunID: last.ID}
+			break
+		}
+		r, err := t.Run(project, string(k[8:]))
+		if err != nil {
+			continue // index entry of a run being replaced in this transaction
+		}
+		if keep(r) {
+			out = append(out, *r)
+		}
+	}
+	return out, next, nil
+}
