@@ -15,6 +15,7 @@ type dlqHandlers struct {
 		DeleteDLQ(project string, ids []string) (int, error)
 		RetryDLQ(project string, ids []string) ([]string, error)
 	}
+	workflow *workflowDLQHandlers // serves GET /v2/dlq?source=workflow
 }
 
 func (h *dlqHandlers) register(g *echo.Group) {
@@ -63,6 +64,9 @@ func (h *dlqHandlers) selection(c echo.Context) ([]delivery.DLQEntry, string, er
 }
 
 func (h *dlqHandlers) list(c echo.Context) error {
+	if c.QueryParam("source") == "workflow" {
+		return h.workflow.list(c)
+	}
 	entries, next, err := h.selection(c)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,6 +57,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooLarge.Limit)
 		case errors.Is(err, delivery.ErrQueueNotFound):
 			status, msg = http.StatusNotFound, err.Error()
+		case errors.Is(err, delivery.ErrRunEnded), errors.Is(err, delivery.ErrRunNotFound) && isPublish(c):
+			// 400 tells the workflow SDK the run is over: it stops quietly (protocol §1).
+			status, msg = http.StatusBadRequest, err.Error()
+		case errors.Is(err, delivery.ErrRunNotFound):
+			status, msg = http.StatusNotFound, err.Error()
+		case errors.Is(err, delivery.ErrRunLimit):
+			status, msg = http.StatusPreconditionFailed, err.Error()
 		case errors.Is(err, delivery.ErrNotFound):
 			status, msg = http.StatusNotFound, "not found"
 		case errors.As(err, &he):
@@ -69,4 +77,9 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		_ = c.JSON(status, errorBody{Error: msg})
 	}
+}
+
+// isPublish reports whether the request submits messages (publish, batch, enqueue, wait).
+func isPublish(c echo.Context) bool {
+	return c.Request().Method == http.MethodPost && !strings.HasPrefix(c.Path(), "/v2/workflows/")
 }

@@ -225,14 +225,14 @@ func forwardedHeaders(h http.Header, prefix string, withContentType bool) (map[s
 			continue
 		}
 		fwd := http.CanonicalHeaderKey(name[len(prefix):])
-		if fwd == "" || wire.IsHopByHop(fwd) {
+		// Hop-by-hop headers and the ones Duraton sets itself on every delivery are
+		// dropped, not refused: the workflow SDK's self-trigger forwards every header of
+		// the request it received, a QStash delivery's own included.
+		if fwd == "" || wire.IsHopByHop(fwd) || isReservedHeader(fwd) {
 			continue
 		}
 		if !tokenPattern.MatchString(fwd) {
 			return nil, headerError(name, "invalid header name %q", fwd)
-		}
-		if isReservedHeader(fwd) {
-			return nil, headerError(name, "%s is set by Duraton and cannot be forwarded", fwd)
 		}
 		for _, v := range values {
 			if len(v) > maxHeaderValueLen || strings.ContainsAny(v, "\r\n\x00") {

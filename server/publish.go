@@ -20,7 +20,7 @@ import (
 // publishHandlers serve message ingestion: publish, enqueue and batch.
 type publishHandlers struct {
 	engine interface {
-		Publish([]*delivery.Message) ([]delivery.PublishResult, error)
+		PublishAll([]delivery.Publication) ([]delivery.PublishResult, error)
 	}
 	cfg    Config
 	limits publishLimits
@@ -79,11 +79,11 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 	if err != nil {
 		return err
 	}
-	m, err := h.message(c, c.Request().Header, dest, body, queue)
+	pub, err := h.message(c, c.Request().Header, dest, body, queue)
 	if err != nil {
 		return err
 	}
-	res, err := h.engine.Publish([]*delivery.Message{m})
+	res, err := h.engine.PublishAll([]delivery.Publication{pub})
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if len(entries) > h.cfg.MaxBatchMessages {
 		return badRequest("batch has %d messages, the limit is %d", len(entries), h.cfg.MaxBatchMessages)
 	}
-	msgs := make([]*delivery.Message, len(entries))
+	pubs := make([]delivery.Publication, len(entries))
 	for i, e := range entries {
 		header := http.Header{}
 		for k, v := range e.Headers {
@@ -132,13 +132,13 @@ func (h *publishHandlers) batch(c echo.Context) error {
 				return prefixError(fmt.Sprintf("batch[%d]", i), err)
 			}
 		}
-		m, err := h.message(c, header, e.Destination, body, queue)
+		pub, err := h.message(c, header, e.Destination, body, queue)
 		if err != nil {
 			return prefixError(fmt.Sprintf("batch[%d]", i), err)
 		}
-		msgs[i] = m
+		pubs[i] = pub
 	}
-	res, err := h.engine.Publish(msgs)
+	res, err := h.engine.PublishAll(pubs)
 	if err != nil {
 		return err
 	}
@@ -149,13 +149,19 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	return c.JSON(http.StatusCreated, out)
 }
 
-// message parses one message's headers and attaches what comes from the request.
-func (h *publishHandlers) message(c echo.Context, header http.Header, dest string, body []byte, queue string) (*delivery.Message, error) {
-	m, err := h.parser().parse(header, dest)
+// message parses one message's headers (workflow ones included) and attaches what comes
+// from the request.
+func (h *publishHandlers) message(c echo.Context, header http.Header, dest string, body []byte, queue string) (delivery.Publication, error) {
+	p := h.parser()
+	m, err := p.parse(header, dest)
 	if err != nil {
-		return nil, err
+		return delivery.Publication{}, err
 	}
 	m.Project, m.Body, m.Queue, m.CallerIP = projectOf(c), body, queue, c.RealIP()
+	init, err := p.workflow(header, m)
+	if err != nil {
+		return delivery.Publication{}, err
+	}
 	if m.DedupID == "" && strings.EqualFold(strings.TrimSpace(header.Get(wire.HeaderContentBasedDedup)), "true") {
 		sum := sha256.New()
 		sum.Write([]byte(m.URL))
@@ -163,7 +169,7 @@ func (h *publishHandlers) message(c echo.Context, header http.Header, dest strin
 		sum.Write(body)
 		m.DedupID = "content:" + hex.EncodeToString(sum.Sum(nil))
 	}
-	return m, nil
+	return delivery.Publication{Message: m, Init: init}, nil
 }
 
 func toPublishResponse(r delivery.PublishResult) publishResponse {

@@ -120,7 +120,11 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&publishHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2)
 	(&messageHandlers{engine: engine}).register(v2)
 	(&logHandlers{engine: engine}).register(v2)
-	(&dlqHandlers{engine: engine}).register(v2)
+	wfDLQ := &workflowDLQHandlers{engine: engine}
+	wfDLQ.register(v2)
+	(&dlqHandlers{engine: engine, workflow: wfDLQ}).register(v2)
+	(&workflowHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2, e)
+	(&runLogHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)
 	(&keyHandlers{engine: engine}).register(v2)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })

@@ -93,6 +93,7 @@ func (p messageParser) workflow(h http.Header, m *delivery.Message) (*delivery.R
 		if err != nil {
 			return nil, err
 		}
+		parent.Template.Project, parent.Template.CallerIP = m.Project, m.CallerIP
 		init.Parent, m.Body = parent, payload
 	}
 	return init, nil

@@ -114,6 +114,7 @@ func ensureDefaultProject(m mode, f serverFlags, store *storage.Store) (string, 
 	switch m {
 	case modeDev:
 		p.CurrentSigningKey, p.NextSigningKey, token, show = devCurrentKey, devNextKey, devToken, true
+		p.UserID = "defaultUser" // the UserID inside devToken
 	case modeServe:
 		p.CurrentSigningKey, p.NextSigningKey = f.CurrentKey, f.NextKey
 		if p.CurrentSigningKey == "" {

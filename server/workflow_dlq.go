@@ -1,0 +1,193 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// workflowDLQHandlers serve the dead letters of workflow runs: list (also as
+// /v2/dlq?source=workflow), resume, restart, re-run the failure callback, delete.
+type workflowDLQHandlers struct {
+	engine interface {
+		DLQ(project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
+		DeleteDLQ(project string, ids []string) (int, error)
+		Run(project, runID string) (*delivery.RunWithHistory, error)
+		ResumeRuns(project string, dlqIDs []string, restart bool, retries *int) ([]delivery.ResumedRun, error)
+		RerunFailureCallback(project, dlqID string) (*delivery.Run, error)
+	}
+}
+
+func (h *workflowDLQHandlers) register(g *echo.Group) {
+	g.GET("/workflows/dlq", h.list)
+	g.GET("/workflows/dlq/:dlqId", h.get)
+	g.DELETE("/workflows/dlq", h.deleteMany)
+	g.DELETE("/workflows/dlq/:dlqId", h.deleteOne)
+	g.POST("/workflows/dlq/resume", h.resume)
+	g.POST("/workflows/dlq/restart", h.restart)
+	g.POST("/workflows/dlq/resume/:dlqId", h.resume)
+	g.POST("/workflows/dlq/restart/:dlqId", h.restart)
+	g.POST("/workflows/dlq/callback/:dlqId", h.callback)
+}
+
+// workflowDLQView is a workflow dead letter: the failed delivery plus its run.
+type workflowDLQView struct {
+	dlqView
+	WorkflowRunID       string           `json:"workflowRunId"`
+	WorkflowURL         string           `json:"workflowUrl"`
+	WorkflowCreatedAt   int64            `json:"workflowCreatedAt"`
+	FailureCallbackInfo *failureFuncView `json:"failureCallbackInfo,omitempty"`
+}
+
+type workflowDLQListResponse struct {
+	Cursor   string            `json:"cursor,omitempty"`
+	Messages []workflowDLQView `json:"messages"`
+}
+
+// selection resolves a list or bulk request to one page of workflow dead letters.
+func (h *workflowDLQHandlers) selection(c echo.Context) ([]delivery.DLQEntry, string, error) {
+	lq, err := parseList(c, "dlqIds", delivery.PrefixDLQ, idAt(delivery.PrefixDLQ))
+	if err != nil {
+		return nil, "", err
+	}
+	if id := c.Param("dlqId"); id != "" {
+		lq.ids = []string{id}
+	}
+	rf, err := parseRunFilters(c)
+	if err != nil {
+		return nil, "", err
+	}
+	project := projectOf(c)
+	keep := func(d *delivery.DLQEntry) bool {
+		m := &d.Message
+		if m.RunID == "" || (len(lq.ids) > 0 && !contains(lq.ids, d.DLQID)) {
+			return false
+		}
+		if lq.f.responseStatus != 0 && lq.f.responseStatus != d.Response.Status {
+			return false
+		}
+		if lq.f.url != "" && lq.f.url != m.URL {
+			return false
+		}
+		run, err := h.engine.Run(project, m.RunID)
+		return err == nil && rf.match(&run.Run)
+	}
+	return h.engine.DLQ(project, lq.cursor, lq.count, keep)
+}
+
+func (h *workflowDLQHandlers) view(project string, d *delivery.DLQEntry) workflowDLQView {
+	v := workflowDLQView{dlqView: toDLQView(d), WorkflowRunID: d.Message.RunID}
+	if run, err := h.engine.Run(project, d.Message.RunID); err == nil {
+		v.WorkflowURL, v.WorkflowCreatedAt = run.URL, run.CreatedAt
+		if run.FailureMessageID != "" {
+			v.FailureCallbackInfo = &failureFuncView{MessageID: run.FailureMessageID, State: run.FailureState, DLQID: d.DLQID}
+			if run.FailureCallback != nil {
+				v.FailureCallbackInfo.URL = run.FailureCallback.URL
+			}
+		}
+	}
+	return v
+}
+
+func (h *workflowDLQHandlers) list(c echo.Context) error {
+	entries, next, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	out := workflowDLQListResponse{Cursor: next, Messages: make([]workflowDLQView, len(entries))}
+	for i := range entries {
+		out.Messages[i] = h.view(projectOf(c), &entries[i])
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *workflowDLQHandlers) get(c echo.Context) error {
+	entries, _, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return notFound("dlq message %q not found", c.Param("dlqId"))
+	}
+	return c.JSON(http.StatusOK, h.view(projectOf(c), &entries[0]))
+}
+
+func (h *workflowDLQHandlers) deleteOne(c echo.Context) error {
+	entries, _, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return notFound("dlq message %q not found", c.Param("dlqId"))
+	}
+	if _, err := h.engine.DeleteDLQ(projectOf(c), dlqIDs(entries)); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+func (h *workflowDLQHandlers) deleteMany(c echo.Context) error {
+	entries, next, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	n, err := h.engine.DeleteDLQ(projectOf(c), dlqIDs(entries))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, dlqDeleteResponse{Deleted: n, Cursor: next})
+}
+
+type resumedRunView struct {
+	WorkflowRunID     string `json:"workflowRunId"`
+	WorkflowCreatedAt int64  `json:"workflowCreatedAt"`
+}
+
+type resumeResponse struct {
+	WorkflowRuns []resumedRunView `json:"workflowRuns"`
+	Cursor       string           `json:"cursor,omitempty"`
+}
+
+func (h *workflowDLQHandlers) resume(c echo.Context) error  { return h.resumeOrRestart(c, false) }
+func (h *workflowDLQHandlers) restart(c echo.Context) error { return h.resumeOrRestart(c, true) }
+
+func (h *workflowDLQHandlers) resumeOrRestart(c echo.Context, restart bool) error {
+	var retries *int
+	if v := strings.TrimSpace(c.Request().Header.Get("Upstash-Retries")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return headerError("Upstash-Retries", "want a non-negative integer, got %q", v)
+		}
+		retries = &n
+	}
+	entries, next, err := h.selection(c)
+	if err != nil {
+		return err
+	}
+	runs, err := h.engine.ResumeRuns(projectOf(c), dlqIDs(entries), restart, retries)
+	if err != nil {
+		return err
+	}
+	out := resumeResponse{Cursor: next, WorkflowRuns: make([]resumedRunView, len(runs))}
+	for i, r := range runs {
+		out.WorkflowRuns[i] = resumedRunView{WorkflowRunID: r.RunID, WorkflowCreatedAt: r.CreatedAt}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+type callbackRerunResponse struct {
+	WorkflowRunID     string `json:"workflowRunId"`
+	WorkflowCreatedAt int64  `json:"workflowCreatedAt"`
+}
+
+func (h *workflowDLQHandlers) callback(c echo.Context) error {
+	run, err := h.engine.RerunFailureCallback(projectOf(c), c.Param("dlqId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, callbackRerunResponse{WorkflowRunID: run.ID, WorkflowCreatedAt: run.CreatedAt})
+}

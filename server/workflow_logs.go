@@ -1,0 +1,256 @@
+package server
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// runFilters are the filters of run logs, bulk cancel and the workflow DLQ.
+type runFilters struct {
+	runID, urlPrefix, url, label, state, callerIP, flowControlKey, host, path string
+	createdAt, fromMs, toMs                                                   int64
+}
+
+func parseRunFilters(c echo.Context) (runFilters, error) {
+	q := c.QueryParams()
+	f := runFilters{
+		runID: q.Get("workflowRunId"), label: q.Get("label"), state: q.Get("state"),
+		callerIP: q.Get("callerIp"), flowControlKey: q.Get("flowControlKey"), host: q.Get("host"), path: q.Get("path"),
+	}
+	if u := q.Get("workflowUrl"); u != "" {
+		if q.Get("workflowUrlExactMatch") == "true" {
+			f.url = u
+		} else {
+			f.urlPrefix = u
+		}
+	}
+	switch f.state {
+	case "", delivery.RunStarted, delivery.RunSuccess, delivery.RunFailed, delivery.RunCanceled:
+	default:
+		return f, badRequest("state: want RUN_STARTED, RUN_SUCCESS, RUN_FAILED or RUN_CANCELED, got %q", f.state)
+	}
+	var err error
+	if f.fromMs, err = msParam(q, "fromDate"); err != nil {
+		return f, err
+	}
+	if f.toMs, err = msParam(q, "toDate"); err != nil {
+		return f, err
+	}
+	if f.createdAt, err = msParam(q, "workflowCreatedAt"); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func (f runFilters) match(r *delivery.Run) bool {
+	switch {
+	case f.runID != "" && r.ID != f.runID,
+		f.url != "" && r.URL != f.url,
+		f.urlPrefix != "" && !strings.HasPrefix(r.URL, f.urlPrefix),
+		f.label != "" && !contains(r.Labels, f.label),
+		f.state != "" && r.State != f.state,
+		f.callerIP != "" && r.CallerIP != f.callerIP,
+		f.flowControlKey != "" && (r.FlowControl == nil || r.FlowControl.Key != f.flowControlKey),
+		f.createdAt != 0 && r.CreatedAt != f.createdAt,
+		f.fromMs != 0 && r.CreatedAt < f.fromMs,
+		f.toMs != 0 && r.CreatedAt > f.toMs:
+		return false
+	}
+	if f.host != "" || f.path != "" {
+		host, path := splitURL(r.URL)
+		if (f.host != "" && host != f.host) || (f.path != "" && path != f.path) {
+			return false
+		}
+	}
+	return true
+}
+
+func splitURL(raw string) (host, path string) {
+	rest := raw
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	host, path, _ = strings.Cut(rest, "/")
+	path, _, _ = strings.Cut("/"+path, "?")
+	return host, path
+}
+
+// runLogHandlers serve workflow run logs. The SDK calls /v2/workflows/events, the docs
+// name /v2/workflows/logs: both are served.
+type runLogHandlers struct {
+	engine interface {
+		Runs(project string, after *delivery.RunCursor, count int, keep func(*delivery.Run) bool) ([]delivery.RunWithHistory, *delivery.RunCursor, error)
+	}
+}
+
+func (h *runLogHandlers) register(g *echo.Group) {
+	g.GET("/workflows/events", h.list)
+	g.GET("/workflows/logs", h.list)
+}
+
+// runLogView is a WorkflowRunLog of the workflow SDK.
+type runLogView struct {
+	WorkflowRunID          string           `json:"workflowRunId"`
+	WorkflowURL            string           `json:"workflowUrl"`
+	WorkflowState          string           `json:"workflowState"`
+	WorkflowRunCreatedAt   int64            `json:"workflowRunCreatedAt"`
+	WorkflowRunCompletedAt int64            `json:"workflowRunCompletedAt,omitempty"`
+	WorkflowRunResponse    *string          `json:"workflowRunResponse,omitempty"`
+	Steps                  []stepGroupView  `json:"steps"`
+	Label                  string           `json:"label,omitempty"`
+	Labels                 []string         `json:"labels,omitempty"`
+	DLQID                  string           `json:"dlqId,omitempty"`
+	Invoker                *invokerView     `json:"invoker,omitempty"`
+	FailureFunction        *failureFuncView `json:"failureFunction,omitempty"`
+}
+
+type stepGroupView struct {
+	Type  string           `json:"type"`
+	Steps []map[string]any `json:"steps"`
+}
+
+type invokerView struct {
+	WorkflowRunID        string `json:"workflowRunId"`
+	WorkflowURL          string `json:"workflowUrl"`
+	WorkflowRunCreatedAt int64  `json:"workflowRunCreatedAt"`
+}
+
+type failureFuncView struct {
+	MessageID string `json:"messageId"`
+	URL       string `json:"url"`
+	State     string `json:"state"`
+	DLQID     string `json:"dlqId,omitempty"`
+}
+
+type runLogsResponse struct {
+	Cursor string       `json:"cursor,omitempty"`
+	Runs   []runLogView `json:"runs"`
+}
+
+func (h *runLogHandlers) list(c echo.Context) error {
+	f, err := parseRunFilters(c)
+	if err != nil {
+		return err
+	}
+	count := defaultCount
+	if v := c.QueryParam("count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badRequest("count: want a positive integer, got %q", v)
+		}
+		count = min(n, maxCount)
+	}
+	after, err := parseRunCursor(c.QueryParam("cursor"))
+	if err != nil {
+		return err
+	}
+	msgID := c.QueryParam("messageId")
+	keep := f.match
+	runs, next, err := h.engine.Runs(projectOf(c), after, count, keep)
+	if err != nil {
+		return err
+	}
+	out := runLogsResponse{Runs: make([]runLogView, 0, len(runs)), Cursor: formatRunCursor(next)}
+	for i := range runs {
+		if msgID != "" && !runHasMessage(&runs[i], msgID) {
+			continue
+		}
+		out.Runs = append(out.Runs, toRunLogView(&runs[i]))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func runHasMessage(r *delivery.RunWithHistory, id string) bool {
+	for _, e := range r.History {
+		if e.MessageID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func parseRunCursor(s string) (*delivery.RunCursor, error) {
+	if s == "" {
+		return nil, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	ms, id, ok := strings.Cut(string(raw), ".")
+	n, nerr := strconv.ParseInt(ms, 10, 64)
+	if err != nil || !ok || nerr != nil || id == "" {
+		return nil, badRequest("cursor: %q is not a cursor returned by this API", s)
+	}
+	return &delivery.RunCursor{CreatedAt: n, RunID: id}, nil
+}
+
+func formatRunCursor(c *delivery.RunCursor) string {
+	if c == nil {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt, 10) + "." + c.RunID))
+}
+
+func toRunLogView(r *delivery.RunWithHistory) runLogView {
+	v := runLogView{
+		WorkflowRunID: r.ID, WorkflowURL: r.URL, WorkflowState: r.State,
+		WorkflowRunCreatedAt: r.CreatedAt, WorkflowRunCompletedAt: r.EndedAt,
+		Label: strings.Join(r.Labels, ","), Labels: r.Labels, DLQID: r.DLQID,
+		Steps: stepGroups(r.History),
+	}
+	if r.HasResp {
+		s := string(r.Response)
+		v.WorkflowRunResponse = &s
+	}
+	if p := r.Parent; p != nil {
+		v.Invoker = &invokerView{WorkflowRunID: p.RunID, WorkflowURL: p.URL, WorkflowRunCreatedAt: p.CreatedAt}
+	}
+	if r.FailureMessageID != "" {
+		v.FailureFunction = &failureFuncView{MessageID: r.FailureMessageID, URL: r.URL, State: r.FailureState, DLQID: r.DLQID}
+		if r.FailureCallback != nil {
+			v.FailureFunction.URL = r.FailureCallback.URL
+		}
+	}
+	return v
+}
+
+// stepGroups turns a run's history into the SDK's step log groups: the initial payload,
+// then each step result; results of a parallel group (concurrent > 1) share a group. Plan
+// steps and call bookkeeping entries are left out.
+func stepGroups(history []delivery.HistoryEntry) []stepGroupView {
+	groups := []stepGroupView{}
+	var open *stepGroupView
+	want := 0
+	for i, e := range history {
+		if e.CallType != delivery.CallStep {
+			continue
+		}
+		step := map[string]any{}
+		if i == 0 {
+			step = map[string]any{"stepId": 0, "stepName": "init", "stepType": "Initial", "out": string(e.Body), "concurrent": 1}
+		} else if err := json.Unmarshal(e.Body, &step); err != nil {
+			continue
+		}
+		if id, _ := step["stepId"].(float64); i > 0 && id == 0 {
+			continue // a plan step
+		}
+		step["messageId"], step["callType"], step["state"], step["createdAt"] = e.MessageID, e.CallType, "STEP_SUCCESS", e.CreatedAt
+		n, _ := step["concurrent"].(float64)
+		if n <= 1 {
+			groups = append(groups, stepGroupView{Type: "sequential", Steps: []map[string]any{step}})
+			open = nil
+			continue
+		}
+		if open == nil || len(open.Steps) >= want {
+			groups = append(groups, stepGroupView{Type: "parallel"})
+			open, want = &groups[len(groups)-1], int(n)
+		}
+		open.Steps = append(open.Steps, step)
+	}
+	return groups
+}

@@ -1,0 +1,370 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+// workflowEngine is what the workflow handlers call.
+type workflowEngine interface {
+	PublishAll([]delivery.Publication) ([]delivery.PublishResult, error)
+	CompleteRun(project, runID string, body []byte, hasBody bool) error
+	CancelRun(project, runID string) (bool, error)
+	CancelRuns(project string, ids []string, keep func(*delivery.Run) bool, limit int) (int, error)
+	Run(project, runID string) (*delivery.RunWithHistory, error)
+	Wait(r delivery.WaitRequest) error
+	Notify(project, eventID, runID string, data []byte) ([]delivery.NotifyResult, error)
+	Waiters(project, eventID string) ([]delivery.Waiter, error)
+	ProjectForUser(userID string) (string, error)
+}
+
+// workflowHandlers serve workflow runs: completion and cancel, lazy history fetch, bulk
+// cancel, waits and notifies, webhooks and the trigger for callers without an SDK.
+type workflowHandlers struct {
+	engine workflowEngine
+	cfg    Config
+	limits publishLimits
+}
+
+func (h *workflowHandlers) register(v2 *echo.Group, public *echo.Echo) {
+	v2.DELETE("/workflows/runs/:id", h.endRun)
+	v2.GET("/workflows/runs/:id", h.history)
+	v2.DELETE("/workflows/runs", h.cancelMany)
+	v2.POST("/wait/:eventId", h.wait)
+	v2.POST("/notify/:eventId", h.notify)
+	v2.POST("/notify/:runId/:eventId", h.notifyRun)
+	v2.GET("/waiters/:eventId", h.waiters)
+	v2.POST("/trigger/*", h.trigger)
+	// Webhook URLs are called by third parties: the run id and the event id in the path
+	// are the credential, as in Upstash.
+	public.Any("/v2/workflows/hooks/:userId/:runId/:eventId", h.hook)
+}
+
+func (h *workflowHandlers) parser() messageParser {
+	return messageParser{limits: h.limits, destinations: h.cfg.CheckDestination, now: h.cfg.Now()}
+}
+
+// endRun is the SDK's completion (cancel=false, body = the route's return value) or its
+// context.cancel() (cancel=true).
+func (h *workflowHandlers) endRun(c echo.Context) error {
+	id := c.Param("id")
+	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("cancel") == "true" {
+		if _, err := h.engine.CancelRun(projectOf(c), id); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusOK)
+	}
+	if err := h.engine.CompleteRun(projectOf(c), id, body, len(body) > 0); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// historyEntryView is one history entry on the wire (protocol §5.3).
+type historyEntryView struct {
+	MessageID string `json:"messageId"`
+	Body      []byte `json:"body"`
+	CallType  string `json:"callType"`
+}
+
+// history serves the SDK's lazy fetch: the run's history, or 404 once the run ended.
+func (h *workflowHandlers) history(c echo.Context) error {
+	run, err := h.engine.Run(projectOf(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if !run.Live() {
+		return notFound("workflow run %q has ended (%s)", run.ID, run.State)
+	}
+	out := make([]historyEntryView, len(run.History))
+	for i, e := range run.History {
+		out[i] = historyEntryView{MessageID: e.MessageID, Body: e.Body, CallType: e.CallType}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// maxBulkRunCancel caps the runs one filter-based cancel ends.
+const maxBulkRunCancel = 1000
+
+func (h *workflowHandlers) cancelMany(c echo.Context) error {
+	q := c.QueryParams()
+	ids := q["workflowRunIds"]
+	if len(ids) > maxIDs {
+		return badRequest("workflowRunIds: at most %d ids", maxIDs)
+	}
+	f, err := parseRunFilters(c)
+	if err != nil {
+		return err
+	}
+	limit := maxBulkRunCancel
+	if v := q.Get("count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badRequest("count: want a positive integer, got %q", v)
+		}
+		limit = min(n, maxBulkRunCancel)
+	}
+	n, err := h.engine.CancelRuns(projectOf(c), ids, f.match, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cancelResponse{Cancelled: n})
+}
+
+// waitRequest is the body of POST /v2/wait/{eventId} (protocol §5.11).
+type waitRequest struct {
+	URL            string              `json:"url"`
+	Timeout        json.RawMessage     `json:"timeout"`
+	TimeoutURL     string              `json:"timeoutUrl"`
+	TimeoutHeaders map[string][]string `json:"timeoutHeaders"`
+	Step           json.RawMessage     `json:"step"`
+}
+
+// defaultWaitTimeout is the SDK's default ("7d").
+const defaultWaitTimeout = 7 * 24 * time.Hour
+
+func (h *workflowHandlers) wait(c echo.Context) error {
+	raw, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	var req waitRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return badRequest("wait body must be {url, timeout, timeoutUrl, timeoutHeaders, step}: %v", err)
+	}
+	if len(req.Step) == 0 {
+		return badRequest("wait body needs step")
+	}
+	timeout, text, err := parseWaitTimeout(req.Timeout)
+	if err != nil {
+		return err
+	}
+	p := h.parser()
+	resume, err := p.template(c.Request().Header, req.URL)
+	if err != nil {
+		return err
+	}
+	timeoutURL := req.TimeoutURL
+	if timeoutURL == "" {
+		timeoutURL = req.URL
+	}
+	timeoutHeaders := headerFromMap(req.TimeoutHeaders)
+	if len(req.TimeoutHeaders) == 0 {
+		timeoutHeaders = c.Request().Header
+	}
+	onTimeout, err := p.template(timeoutHeaders, timeoutURL)
+	if err != nil {
+		return prefixError("timeoutHeaders", err)
+	}
+	project := projectOf(c)
+	resume.Project, onTimeout.Project = project, project
+	resume.CallerIP, onTimeout.CallerIP = c.RealIP(), c.RealIP()
+	err = h.engine.Wait(delivery.WaitRequest{
+		Project: project, EventID: c.Param("eventId"), RunID: resume.RunID,
+		Timeout: timeout, TimeoutText: text, Step: req.Step, Resume: resume, OnTimeout: onTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// parseWaitTimeout reads the wait timeout: a duration string ("10s", "7d") or a number of
+// seconds. Absent means the SDK default of 7 days.
+func parseWaitTimeout(raw json.RawMessage) (time.Duration, string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return defaultWaitTimeout, "7d", nil
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		var secs float64
+		if err := json.Unmarshal(raw, &secs); err != nil {
+			return 0, "", badRequest("timeout: want a duration like \"10s\" or seconds, got %s", raw)
+		}
+		text = strconv.FormatFloat(secs, 'f', -1, 64) + "s"
+	}
+	d, err := parseDuration(text)
+	if err != nil || d <= 0 {
+		return 0, "", badRequest("timeout: want a positive duration like \"10s\" or \"7d\", got %q", text)
+	}
+	return d, text, nil
+}
+
+// waiterView is a Waiter as the API shows it.
+type waiterView struct {
+	URL            string              `json:"url"`
+	Deadline       int64               `json:"deadline"`
+	Headers        map[string][]string `json:"headers"`
+	TimeoutURL     string              `json:"timeoutUrl"`
+	TimeoutBody    string              `json:"timeoutBody,omitempty"`
+	TimeoutHeaders map[string][]string `json:"timeoutHeaders"`
+}
+
+func toWaiterView(w *delivery.Waiter) waiterView {
+	v := waiterView{Deadline: w.Deadline / 1000}
+	if w.Template != nil {
+		v.URL, v.Headers = w.Template.URL, w.Template.Header
+	}
+	if w.OnTimeout != nil {
+		v.TimeoutURL, v.TimeoutHeaders = w.OnTimeout.URL, w.OnTimeout.Header
+	}
+	return v
+}
+
+// notifyView is one resolved waiter in a notify answer.
+type notifyView struct {
+	Waiter            waiterView `json:"waiter"`
+	MessageID         string     `json:"messageId"`
+	Error             string     `json:"error"`
+	WorkflowRunID     string     `json:"workflowRunId,omitempty"`
+	WorkflowCreatedAt int64      `json:"workflowCreatedAt,omitempty"`
+}
+
+func toNotifyViews(results []delivery.NotifyResult) []notifyView {
+	out := make([]notifyView, len(results))
+	for i, r := range results {
+		out[i] = notifyView{Waiter: toWaiterView(&r.Waiter), MessageID: r.MessageID, WorkflowRunID: r.Waiter.RunID}
+	}
+	return out
+}
+
+func (h *workflowHandlers) notify(c echo.Context) error {
+	data, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	res, err := h.engine.Notify(projectOf(c), c.Param("eventId"), "", data)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toNotifyViews(res))
+}
+
+// notifyRun notifies one run; if it is not waiting yet, the event is kept for it.
+func (h *workflowHandlers) notifyRun(c echo.Context) error {
+	data, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	runID := c.Param("runId")
+	res, err := h.engine.Notify(projectOf(c), c.Param("eventId"), runID, data)
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		return c.JSON(http.StatusOK, notifyView{WorkflowRunID: runID})
+	}
+	return c.JSON(http.StatusOK, toNotifyViews(res)[0])
+}
+
+func (h *workflowHandlers) waiters(c echo.Context) error {
+	ws, err := h.engine.Waiters(projectOf(c), c.Param("eventId"))
+	if err != nil {
+		return err
+	}
+	out := make([]waiterView, len(ws))
+	for i := range ws {
+		out[i] = toWaiterView(&ws[i])
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// hookEvent is what a webhook call resolves a WaitForWebhook with (protocol §5.11).
+type hookEvent struct {
+	Method string              `json:"method"`
+	Header map[string][]string `json:"header"`
+	Body   string              `json:"body"`
+	Proto  string              `json:"proto"`
+	Host   string              `json:"host"`
+	URL    string              `json:"url"`
+}
+
+func (h *workflowHandlers) hook(c echo.Context) error {
+	project, err := h.engine.ProjectForUser(c.Param("userId"))
+	if err != nil {
+		return notFound("webhook not found")
+	}
+	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	proto := "https"
+	if r.TLS == nil {
+		proto = "http"
+	}
+	event := compactJSONBytes(hookEvent{
+		Method: r.Method, Header: r.Header, Body: base64.StdEncoding.EncodeToString(body),
+		Proto: proto, Host: r.Host, URL: r.URL.RequestURI(),
+	})
+	if _, err := h.engine.Notify(project, c.Param("eventId"), c.Param("runId"), event); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "received"})
+}
+
+// triggerResponse answers /v2/trigger.
+type triggerResponse struct {
+	WorkflowRunID string `json:"workflowRunId"`
+	MessageID     string `json:"messageId"`
+}
+
+// trigger starts a run for a caller without an SDK (protocol §5.16): the endpoint's SDK
+// gets the history with Upstash-Workflow-Unknown-Sdk and re-triggers itself.
+func (h *workflowHandlers) trigger(c echo.Context) error {
+	dest := rawDestination(c.Request(), "/v2/trigger/")
+	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	p := h.parser()
+	m, err := p.parse(c.Request().Header, dest)
+	if err != nil {
+		return err
+	}
+	runID := c.Request().Header.Get(hWorkflowRunID)
+	if runID == "" {
+		runID = newRunID()
+	} else if err := validRunID(runID); err != nil {
+		return err
+	}
+	m.Project, m.Body, m.CallerIP, m.RunID = projectOf(c), body, c.RealIP(), runID
+	res, err := h.engine.PublishAll([]delivery.Publication{{Message: m, Init: &delivery.RunInit{URL: m.URL, UnknownSdk: true}}})
+	if err != nil {
+		return err
+	}
+	if res[0].Deduplicated {
+		return badRequest("workflow run %q already exists", runID)
+	}
+	return c.JSON(http.StatusCreated, triggerResponse{WorkflowRunID: runID, MessageID: res[0].MessageID})
+}
+
+func newRunID() string {
+	var b [15]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return "wfr_" + strings.TrimRight(base64.RawURLEncoding.EncodeToString(b[:]), "=")
+}
+
+func compactJSONBytes(v any) []byte {
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("server: encode %T: %v", v, err)) // only plain data types
+	}
+	return []byte(strings.TrimSuffix(sb.String(), "\n"))
+}
