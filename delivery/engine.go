@@ -44,6 +44,9 @@ type Config struct {
 	// Defaults 7 days and 14 days.
 	LogRetention time.Duration
 	DLQRetention time.Duration
+	// RunRetention is how long an ended workflow run (with its history) is kept. Default
+	// 7 days.
+	RunRetention time.Duration
 	// SweepInterval is the period of the retention sweeper. Default 1m.
 	SweepInterval time.Duration
 	// MaxRunSteps caps a workflow run's history entries. Default 5,000.
@@ -92,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DLQRetention <= 0 {
 		c.DLQRetention = 14 * 24 * time.Hour
+	}
+	if c.RunRetention <= 0 {
+		c.RunRetention = 7 * 24 * time.Hour
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = time.Minute

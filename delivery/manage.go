@@ -272,6 +272,25 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 
 const sweepBatch = 1000
 
+// deleteEndedRuns removes runs that ended before cutoffMs (they were created earlier
+// still), with their histories. Live runs are kept however old.
+func deleteEndedRuns(tx *storage.Tx, project string, cutoffMs int64, limit int) (int, error) {
+	runs, err := tx.OldRuns(project, cutoffMs, limit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range runs {
+		if r := &runs[i]; !r.Live() && r.EndedAt < cutoffMs {
+			if err := tx.DeleteRun(project, r); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (e *Engine) sweep() error {
 	now := e.now()
 	var projects []storage.Project
@@ -297,7 +316,11 @@ func (e *Engine) sweep() error {
 					return err
 				}
 				c, err := tx.DeleteExpiredDedup(p.ID, now.UnixMilli(), sweepBatch)
-				n = a + b + c
+				if err != nil {
+					return err
+				}
+				d, err := deleteEndedRuns(tx, p.ID, now.Add(-e.cfg.RunRetention).UnixMilli(), sweepBatch)
+				n = a + b + c + d
 				return err
 			})
 			if err != nil {

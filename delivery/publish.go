@@ -77,6 +77,9 @@ func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
 				} else {
 					err = e.continueRunTx(tx, m, now)
 				}
+				if errors.Is(err, errDuplicateStep) {
+					created, err = false, nil
+				}
 				if err != nil {
 					return err
 				}

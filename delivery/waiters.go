@@ -129,7 +129,9 @@ func (e *Engine) Notify(project, eventID, runID string, data []byte) ([]NotifyRe
 			if err != nil {
 				return err
 			}
-			dues = append(dues, *due)
+			if due != nil {
+				dues = append(dues, *due)
+			}
 			results = append(results, NotifyResult{Waiter: w, MessageID: ids[i].msg})
 		}
 		if len(ws) == 0 && runID != "" {

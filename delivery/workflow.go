@@ -91,10 +91,8 @@ func (e *Engine) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time
 		if old.Live() {
 			return false, nil
 		}
-		if err := tx.UnindexRun(m.Project, old); err != nil {
-			return false, err
-		}
-		if err := tx.DeleteHistoryFrom(m.Project, old.ID, 0); err != nil {
+		// Reusing the id of an ended run is allowed: the old run is replaced.
+		if err := tx.DeleteRun(m.Project, old); err != nil {
 			return false, err
 		}
 	} else if !errors.Is(err, storage.ErrNotFound) {
@@ -164,9 +162,42 @@ func (e *Engine) continueRunTx(tx *storage.Tx, m *Message, now time.Time) error 
 	return e.appendStepTx(tx, run, m, now)
 }
 
+// errDuplicateStep marks a step whose result is already in the run's history.
+var errDuplicateStep = errors.New("step already recorded")
+
+// stepKey identifies a step result in a run: its stepId, or for a plan step its
+// targetStep. "" for bodies that are not step objects (the initial payload).
+func stepKey(body []byte) string {
+	var s struct {
+		StepID     *int `json:"stepId"`
+		TargetStep *int `json:"targetStep"`
+	}
+	if json.Unmarshal(body, &s) != nil || s.StepID == nil {
+		return ""
+	}
+	if *s.StepID == 0 && s.TargetStep != nil {
+		return "plan:" + strconv.Itoa(*s.TargetStep)
+	}
+	return "step:" + strconv.Itoa(*s.StepID)
+}
+
 // appendStepTx appends m's entry to the run's history, binds m to the run and gives a
 // delivery to the workflow URL the run's configuration and headers.
+//
+// A step whose result is already recorded (the SDK published it again after a
+// redelivery) is not appended: errDuplicateStep. So every step is recorded exactly once
+// although deliveries are at least once (RELIABILITY.md rule 5).
 func (e *Engine) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
+	if m.CallType == CallStep && run.HistoryLen > 0 {
+		if key := stepKey(m.Body); key != "" {
+			if _, dup := tx.StepMessage(m.Project, run.ID, key); dup {
+				return errDuplicateStep
+			}
+			if err := tx.PutStepKey(m.Project, run.ID, key, m.ID); err != nil {
+				return err
+			}
+		}
+	}
 	entry := &HistoryEntry{MessageID: m.ID, Body: m.Body, CallType: m.CallType, CreatedAt: now.UnixMilli()}
 	if err := e.appendHistoryTx(tx, m.Project, run, entry); err != nil {
 		return err

@@ -55,7 +55,9 @@ func (e *Engine) publishStepTx(tx *storage.Tx, template *Message, body []byte, i
 	m.Body = body
 	m.CallType = CallStep
 	prepare(&m, ids.msg, now)
-	if err := e.continueRunTx(tx, &m, now); err != nil {
+	if err := e.continueRunTx(tx, &m, now); errors.Is(err, errDuplicateStep) {
+		return nil, nil
+	} else if err != nil {
 		return nil, err
 	}
 	log := &storage.LogEvent{ID: ids.log, Time: now.UnixMilli(), State: storage.StateCreated, MessageID: m.ID, URL: m.URL, Labels: m.Labels, NextDeliveryTime: m.DueAt / int64(time.Millisecond)}

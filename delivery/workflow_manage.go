@@ -130,6 +130,9 @@ func (e *Engine) ResumeRuns(project string, dlqIDs []string, restart bool, retri
 				if err := tx.DeleteHistoryFrom(project, run.ID, 1); err != nil {
 					return err
 				}
+				if err := tx.DeleteStepKeys(project, run.ID); err != nil {
+					return err
+				}
 				h, err := tx.History(project, run.ID, 1)
 				if err != nil || len(h) == 0 {
 					return fmt.Errorf("run %q has no initial payload", run.ID)

@@ -380,3 +380,77 @@ func (t *Tx) ListRuns(project string, after *RunCursor, count int, keep func(*Ru
 	}
 	return out, next, nil
 }
+
+const bucketStepKeys = "stepkeys"
+
+// StepMessage returns the message that recorded a step key in a run's history.
+func (t *Tx) StepMessage(project, runID, key string) (string, bool) {
+	b := t.bucket(project, bucketStepKeys)
+	if b == nil {
+		return "", false
+	}
+	v := b.Get([]byte(runID + "\x00" + key))
+	return string(v), v != nil
+}
+
+// PutStepKey records that a step key of a run is in its history.
+func (t *Tx) PutStepKey(project, runID, key, messageID string) error {
+	b, err := t.writeBucket(project, bucketStepKeys)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(runID+"\x00"+key), []byte(messageID))
+}
+
+// DeleteStepKeys forgets every step key of a run (its history was reset).
+func (t *Tx) DeleteStepKeys(project, runID string) error {
+	b, err := t.writeBucket(project, bucketStepKeys)
+	if err != nil {
+		return err
+	}
+	prefix := runID + "\x00"
+	c := b.Cursor()
+	for k, _ := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, _ = c.Seek([]byte(prefix)) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteRun removes an ended run with its history, step keys and index entry.
+func (t *Tx) DeleteRun(project string, r *Run) error {
+	if err := t.UnindexRun(project, r); err != nil {
+		return err
+	}
+	if err := t.DeleteHistoryFrom(project, r.ID, 0); err != nil {
+		return err
+	}
+	if err := t.DeleteStepKeys(project, r.ID); err != nil {
+		return err
+	}
+	b, err := t.writeBucket(project, bucketRuns)
+	if err != nil {
+		return err
+	}
+	return b.Delete([]byte(r.ID))
+}
+
+// OldRuns returns up to limit runs created before beforeMs, oldest first.
+func (t *Tx) OldRuns(project string, beforeMs int64, limit int) ([]Run, error) {
+	b := t.bucket(project, bucketRunIndex)
+	if b == nil {
+		return nil, nil
+	}
+	var out []Run
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+		if int64(binary.BigEndian.Uint64(k[:8])) >= beforeMs {
+			break
+		}
+		if r, err := t.Run(project, string(k[8:])); err == nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}

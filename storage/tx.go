@@ -25,7 +25,7 @@ const (
 )
 
 var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
-	bucketRuns, bucketHistory, bucketWaiters, bucketLookback, bucketRunMsgs, bucketRunIndex}
+	bucketRuns, bucketHistory, bucketWaiters, bucketLookback, bucketRunMsgs, bucketRunIndex, bucketStepKeys}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
