@@ -53,6 +53,9 @@ type Config struct {
 	MaxRunSteps int
 	// MaxRunHistoryBytes caps the summed body size of a run's history. Default 32 MiB.
 	MaxRunHistoryBytes int64
+	// MaxParallelSteps caps the messages of one run in one publish request, i.e. the
+	// size of a parallel group. Default 256.
+	MaxParallelSteps int
 	// MaxInvokeDepth caps nested context.invoke calls. Default 100.
 	MaxInvokeDepth int
 	// MaxWaitTimeout caps a waitForEvent timeout. Default 365 days.
@@ -107,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRunHistoryBytes <= 0 {
 		c.MaxRunHistoryBytes = 32 << 20
+	}
+	if c.MaxParallelSteps <= 0 {
+		c.MaxParallelSteps = 256
 	}
 	if c.MaxInvokeDepth <= 0 {
 		c.MaxInvokeDepth = 100

@@ -43,6 +43,14 @@ func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
 // run that ended fails the whole publication with ErrRunEnded.
 func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
 	now := e.now()
+	perRun := map[string]int{}
+	for _, p := range pubs {
+		if id := p.Message.RunID; id != "" {
+			if perRun[id]++; perRun[id] > e.cfg.MaxParallelSteps {
+				return nil, fmt.Errorf("%w: more than %d messages for run %q in one request (parallel group too large)", ErrRunLimit, e.cfg.MaxParallelSteps, id)
+			}
+		}
+	}
 	logs := make([]*storage.LogEvent, len(pubs))
 	for i, p := range pubs {
 		prepare(p.Message, e.ids.New(storage.PrefixMessage, now), now)

@@ -218,3 +218,29 @@ func TestWorkflowCancelDropsPendingWork(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, live)
 }
+
+func TestWorkflowLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{MaxRunSteps: 3, MaxParallelSteps: 2, MaxInvokeDepth: 2})
+	ep := sdkEndpoint(t)
+	url := ep.url("/wf")
+	b.trigger(t, url, "wfr_l", `{}`, nil)
+
+	plan := func(target int) Publication {
+		return Publication{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_l", CallType: CallStep,
+			Body: []byte(`{"stepId":0,"concurrent":3,"targetStep":` + string(rune('0'+target)) + `}`)}}
+	}
+	_, err := b.engine.PublishAll([]Publication{plan(1), plan(2), plan(3)})
+	require.ErrorIs(t, err, ErrRunLimit, "parallel group over the limit")
+
+	b.step(t, url, "wfr_l", `{"stepId":1}`)
+	b.step(t, url, "wfr_l", `{"stepId":2}`)
+	_, err = b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_l", CallType: CallStep, Body: []byte(`{"stepId":3}`)}}})
+	require.ErrorIs(t, err, ErrRunLimit, "history over the step limit")
+
+	_, err = b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_deep"}, Init: &RunInit{InvokeDepth: 3}}})
+	require.ErrorIs(t, err, ErrRunLimit, "invoke depth over the limit")
+
+	err = b.engine.Wait(WaitRequest{Project: testProject, EventID: "e", RunID: "wfr_l", Timeout: 400 * 24 * time.Hour, Resume: &Message{}, OnTimeout: &Message{}})
+	require.ErrorIs(t, err, ErrRunLimit, "wait timeout over the limit")
+}
