@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,6 +27,7 @@ type TokenResolver interface {
 // the query string is refused, so it cannot leak into access logs.
 type authenticator struct {
 	tokens TokenResolver
+	limit  *failedAuthLimiter
 	mu     sync.RWMutex
 	known  map[string]string // token hash → project; tokens are never reassigned
 }
@@ -44,12 +46,18 @@ func unauthorized(msg string) error {
 
 func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		addr := c.RealIP()
+		if blocked, wait := a.limit.blocked(addr); blocked {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+			return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
+		}
 		// The query of a publish, enqueue or trigger belongs to the destination URL.
 		if !hasDestinationInPath(c.Request().URL.Path) && c.QueryParam("qstash_token") != "" {
 			return unauthorized("tokens are accepted only in the Authorization header")
 		}
 		token, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
+			a.limit.fail(addr)
 			return unauthorized("missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
 		}
 		// Hashing first makes the lookup independent of the token's bytes, so comparing
@@ -61,6 +69,7 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			p, err := a.tokens.ProjectForToken(hash)
 			if err != nil {
+				a.limit.fail(addr)
 				return unauthorized("invalid token")
 			}
 			a.mu.Lock()

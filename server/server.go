@@ -29,6 +29,9 @@ type Config struct {
 	MaxTimeout time.Duration
 	// MaxDelay caps Upstash-Delay and Upstash-Not-Before. Default 365 days.
 	MaxDelay time.Duration
+	// FailedAuthBurst is how many failed authentications one client address may make per
+	// minute before it gets 429. Default 100.
+	FailedAuthBurst int
 	// MaxHeaderBytes caps the request header size. Default 64 KiB.
 	MaxHeaderBytes int
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
@@ -61,6 +64,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxDelay <= 0 {
 		c.MaxDelay = 365 * 24 * time.Hour
+	}
+	if c.FailedAuthBurst <= 0 {
+		c.FailedAuthBurst = 100
 	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 64 << 10
@@ -113,7 +119,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.IPExtractor = echo.ExtractIPDirect() // never trust X-Forwarded-For from the public
 	e.JSONSerializer = compactSerializer{}
 
-	auth := &authenticator{tokens: engine, known: map[string]string{}}
+	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
 	v2 := e.Group("/v2", auth.middleware)
 
 	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
