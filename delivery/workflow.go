@@ -268,7 +268,7 @@ func historyBody(entries []HistoryEntry) []byte {
 	}
 	out := make([]wireEntry, len(entries))
 	for i, e := range entries {
-		out[i] = wireEntry{MessageID: e.MessageID, Body: e.Body, CallType: e.CallType}
+		out[i] = wireEntry{MessageID: e.MessageID, Body: nonNil(e.Body), CallType: e.CallType}
 	}
 	return compactJSON(out)
 }
@@ -294,4 +294,13 @@ func stepWith(raw []byte, fields map[string]any) ([]byte, error) {
 		obj[k] = compactJSON(v)
 	}
 	return compactJSON(obj), nil
+}
+
+// nonNil makes an empty body encode as "" rather than null: the SDK base64-decodes the
+// field with atob, which would read null as the text "null".
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

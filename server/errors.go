@@ -57,7 +57,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooLarge.Limit)
 		case errors.Is(err, delivery.ErrQueueNotFound):
 			status, msg = http.StatusNotFound, err.Error()
-		case errors.Is(err, delivery.ErrRunEnded), errors.Is(err, delivery.ErrRunNotFound) && isPublish(c):
+		case errors.Is(err, delivery.ErrRunEnded), errors.Is(err, delivery.ErrRunNotFound) && submitsStep(c):
 			// 400 tells the workflow SDK the run is over: it stops quietly (protocol §1).
 			status, msg = http.StatusBadRequest, err.Error()
 		case errors.Is(err, delivery.ErrRunNotFound):
@@ -79,7 +79,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
-// isPublish reports whether the request submits messages (publish, batch, enqueue, wait).
-func isPublish(c echo.Context) bool {
-	return c.Request().Method == http.MethodPost && !strings.HasPrefix(c.Path(), "/v2/workflows/")
+// submitsStep reports whether the request submits a workflow step (publish, batch,
+// enqueue, wait): for those an unknown run is a 400, which the SDK reads as "stop".
+func submitsStep(c echo.Context) bool {
+	for _, p := range []string{"/v2/publish/", "/v2/batch", "/v2/enqueue/", "/v2/wait/"} {
+		if strings.HasPrefix(c.Request().URL.Path, p) {
+			return true
+		}
+	}
+	return false
 }

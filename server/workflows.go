@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -92,7 +93,11 @@ func (h *workflowHandlers) history(c echo.Context) error {
 	}
 	out := make([]historyEntryView, len(run.History))
 	for i, e := range run.History {
-		out[i] = historyEntryView{MessageID: e.MessageID, Body: e.Body, CallType: e.CallType}
+		body := e.Body
+		if body == nil {
+			body = []byte{} // "" not null: the SDK decodes it with atob
+		}
+		out[i] = historyEntryView{MessageID: e.MessageID, Body: body, CallType: e.CallType}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -215,12 +220,14 @@ type waiterView struct {
 }
 
 func toWaiterView(w *delivery.Waiter) waiterView {
-	v := waiterView{Deadline: w.Deadline / 1000}
+	v := waiterView{Deadline: w.Deadline / 1000, Headers: map[string][]string{}, TimeoutHeaders: map[string][]string{}}
 	if w.Template != nil {
-		v.URL, v.Headers = w.Template.URL, w.Template.Header
+		v.URL = w.Template.URL
+		maps.Copy(v.Headers, w.Template.Header)
 	}
 	if w.OnTimeout != nil {
-		v.TimeoutURL, v.TimeoutHeaders = w.OnTimeout.URL, w.OnTimeout.Header
+		v.TimeoutURL = w.OnTimeout.URL
+		maps.Copy(v.TimeoutHeaders, w.OnTimeout.Header)
 	}
 	return v
 }
