@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,39 +15,48 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// compatTimeout bounds the whole Node run (all test files).
+// compatTimeout bounds one whole Node run (all the test files of one suite).
 const compatTimeout = 5 * time.Minute
 
 // TestCompatQStashSDK runs the official @upstash/qstash SDK (testdata/compat, pinned in its
 // package-lock.json) against a real duraton process: it proves that an unmodified QStash
 // client and Receiver work with duraton for publish, batch, messages, DLQ, logs, queues,
-// signing, auth and input validation.
+// signing, auth and input validation. The workflow files (wf-*.test.mjs) run in
+// TestCompatWorkflowSDK.
 func TestCompatQStashSDK(t *testing.T) {
+	runCompatSuite(t, func(name string) bool { return !strings.HasPrefix(name, "wf-") }, 1)
+}
+
+// TestCompatWorkflowSDK runs the official @upstash/workflow SDK (wf-*.test.mjs): real serve()
+// endpoints on 127.0.0.1 that verify every delivery with the SDK's own Receiver, triggered
+// with the official workflow Client. The files are independent (own endpoints, own run ids,
+// filters by run id), so they run concurrently against one duraton process.
+func TestCompatWorkflowSDK(t *testing.T) {
+	runCompatSuite(t, func(name string) bool { return strings.HasPrefix(name, "wf-") }, 4)
+}
+
+// runCompatSuite runs `node --test` on the testdata/compat/*.test.mjs files that keep accepts,
+// with QSTASH_* pointing at a fresh duraton process.
+func runCompatSuite(t *testing.T, keep func(name string) bool, concurrency int) {
 	if testing.Short() {
 		t.Skip("e2e: starts the duraton binary and Node")
 	}
-	dir, err := filepath.Abs(filepath.Join("testdata", "compat"))
+	dir, node := compatDir(t)
+	all, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
 	require.NoError(t, err)
-
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipOrFail(t, "node is not on PATH (Node >= 20 is needed)")
+	var files []string
+	for _, f := range all {
+		if name := filepath.Base(f); keep(name) {
+			files = append(files, name)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@upstash", "qstash")); err != nil {
-		installSDK(t, dir)
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files, "no *.test.mjs in %s", dir)
-	for i, f := range files {
-		files[i] = filepath.Base(f)
-	}
+	require.NotEmpty(t, files, "no matching *.test.mjs in %s", dir)
 
 	p := startDuraton(t, t.TempDir())
 
 	ctx, cancel := context.WithTimeout(context.Background(), compatTimeout)
 	defer cancel()
-	args := append([]string{"--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)
+	args := append([]string{"--test", fmt.Sprintf("--test-concurrency=%d", concurrency), "--test-reporter=spec"}, files...)
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
 	cmd.Env = append(sdkEnv(os.Environ()), p.Env()...)
@@ -59,6 +69,26 @@ func TestCompatQStashSDK(t *testing.T) {
 		t.Fatalf("node --test did not finish within %s", compatTimeout)
 	}
 	require.NoError(t, err, "node --test %s failed (output above)", strings.Join(files, " "))
+}
+
+// compatDir returns the absolute testdata/compat directory and the node binary, installing
+// the pinned SDKs from the lock file when they are missing (skip or, under CI, fail when
+// Node or npm is unavailable).
+func compatDir(t *testing.T) (dir, node string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", "compat"))
+	require.NoError(t, err)
+	node, err = exec.LookPath("node")
+	if err != nil {
+		skipOrFail(t, "node is not on PATH (Node >= 20 is needed)")
+	}
+	for _, pkg := range []string{"qstash", "workflow"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@upstash", pkg, "package.json")); err != nil {
+			installSDK(t, dir)
+			break
+		}
+	}
+	return dir, node
 }
 
 // installSDK installs the pinned SDK from the committed lock file (`npm ci`), so that

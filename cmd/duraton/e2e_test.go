@@ -113,10 +113,17 @@ var exportKeys = []string{"QSTASH_URL", "QSTASH_TOKEN", "QSTASH_CURRENT_SIGNING_
 // if that does not end it in time) and logs its stderr if the test failed.
 func startDuraton(t testing.TB, dataDir string) *proc {
 	t.Helper()
+	return startDuratonAddr(t, dataDir, "127.0.0.1:0")
+}
+
+// startDuratonAddr is startDuraton listening on addr (host:port): a test that restarts the
+// process and needs the same QSTASH_URL afterwards passes a fixed port.
+func startDuratonAddr(t testing.TB, dataDir, addr string) *proc {
+	t.Helper()
 	bin, err := duratonBinary()
 	require.NoError(t, err)
 
-	cmd := exec.Command(bin, "dev", "--addr", "127.0.0.1:0", "--data", dataDir)
+	cmd := exec.Command(bin, "dev", "--addr", addr, "--data", dataDir)
 	cmd.Env = os.Environ()
 	p := &proc{t: t, cmd: cmd, stderr: &lockedBuffer{}, stdout: &lockedBuffer{}, readDone: make(chan struct{})}
 	cmd.Stderr = p.stderr
