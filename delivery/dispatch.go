@@ -30,6 +30,8 @@ type dispatcher struct {
 	inFlight  int
 	gates     map[gateKey]*queueGate
 	carried   int64 // estimated bytes of messages carried in memory by held entries
+	flow      flowState
+	ctx       context.Context // the run context, for attempts started on a release
 
 	wake    chan struct{} // 1-slot: something changed (new entry, freed slot)
 	stopped chan struct{}
@@ -62,6 +64,8 @@ func newDispatcher(e *Engine) *dispatcher {
 		mu:      make(chan struct{}, 1),
 		ready:   btree.NewG(32, lessDue),
 		gates:   map[gateKey]*queueGate{},
+		flow:    newFlowState(),
+		ctx:     context.Background(),
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -149,6 +153,9 @@ func (d *dispatcher) stop() {
 // sleeps until the next entry is due or something changes.
 func (d *dispatcher) run(ctx context.Context) {
 	defer close(d.done)
+	d.lock()
+	d.ctx = ctx
+	d.unlock()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -177,9 +184,17 @@ const idleWait = time.Minute
 func (d *dispatcher) dispatchDue(ctx context.Context) (time.Duration, error) {
 	d.lock()
 	defer d.unlock()
+	now := d.e.now()
+	nextTimer := d.fireTimers(ctx, now)
+	wait := func(d time.Duration) time.Duration {
+		if nextTimer != 0 {
+			d = min(d, time.Duration(nextTimer-now.UnixNano()))
+		}
+		return d
+	}
 	for {
 		if d.inFlight >= d.e.cfg.MaxInFlight {
-			return idleWait, nil // a finishing attempt signals wake
+			return wait(idleWait), nil // a finishing attempt signals wake
 		}
 		if d.ready.Len() == 0 && !d.complete {
 			if err := d.load(); err != nil {
@@ -188,21 +203,31 @@ func (d *dispatcher) dispatchDue(ctx context.Context) (time.Duration, error) {
 		}
 		next, ok := d.ready.Min()
 		if !ok {
-			return idleWait, nil
+			return wait(idleWait), nil
 		}
-		now := d.e.now().UnixNano()
-		if next.DueAt > now {
-			return time.Duration(next.DueAt - now), nil
+		if next.DueAt > now.UnixNano() {
+			return wait(time.Duration(next.DueAt - now.UnixNano())), nil
 		}
 		d.ready.DeleteMin()
 		if next.Queue != "" && !d.admitQueue(next) {
 			continue
 		}
 		d.uncarry(next)
-		d.inFlight++
-		d.e.attempts.Add(1)
-		go d.e.attempt(ctx, next)
+		if d.needsFlow(next) {
+			next.Msg = nil // a waiting delivery holds no body: memory stays per entry, not per byte
+			d.enqueueFlow(ctx, next, now)
+			continue
+		}
+		d.start(ctx, next, admission{})
 	}
+}
+
+// start launches an attempt. Caller holds the lock.
+func (d *dispatcher) start(ctx context.Context, e storage.DueEntry, adm admission) {
+	d.inFlight++
+	d.flow.inFlight[e.Project]++
+	d.e.attempts.Add(1)
+	go d.e.attempt(ctx, e, adm)
 }
 
 // carriedSize estimates the memory a carried message holds.
@@ -254,12 +279,14 @@ func (d *dispatcher) gate(project, queue string) *queueGate {
 
 // release frees the slots an attempt held and makes follow-up entries known. A queue
 // message that will be retried (its id is among follow) keeps its queue slot.
-func (d *dispatcher) release(entry storage.DueEntry, follow []storage.DueEntry) {
+func (d *dispatcher) release(entry storage.DueEntry, adm admission, follow []storage.DueEntry) {
 	d.lock()
 	d.inFlight--
+	d.flow.inFlight[entry.Project]--
 	if entry.Queue != "" && !slices.ContainsFunc(follow, func(f storage.DueEntry) bool { return f.MessageID == entry.MessageID }) {
 		d.releaseQueueSlotLocked(entry.Project, entry.Queue, entry.MessageID)
 	}
+	d.releaseFlow(d.ctx, entry, adm, d.e.now())
 	d.unlock()
 	d.add(follow...)
 	d.signal()

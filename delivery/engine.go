@@ -28,6 +28,9 @@ type Config struct {
 	// BufferSize caps the due entries held in memory; the rest stay in storage and are
 	// paged in as the buffer drains. Default 100,000.
 	BufferSize int
+	// ProjectCeiling caps the deliveries of one project in flight at once, across all its
+	// keys (0: no ceiling). Default 0.
+	ProjectCeiling int
 	// MaxCarriedBytes caps the memory of messages held with their due entries, so that a
 	// fresh message is sent without being read back from storage. Default 64 MiB.
 	MaxCarriedBytes int64
@@ -180,6 +183,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.cancel = cancel
+	if err := e.disp.loadFlow(); err != nil {
+		cancel(err)
+		return fmt.Errorf("delivery: load flow-control state: %w", err)
+	}
 	if err := e.disp.load(); err != nil {
 		cancel(err)
 		return fmt.Errorf("delivery: load due index: %w", err)

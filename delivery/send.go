@@ -45,10 +45,10 @@ type Outcome struct {
 }
 
 // attempt sends one delivery of entry and records its outcome. It runs in its own goroutine.
-func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry) {
+func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry, adm admission) {
 	defer e.attempts.Done()
 	var follow []storage.DueEntry
-	defer func() { e.disp.release(entry, follow) }()
+	defer func() { e.disp.release(entry, adm, follow) }()
 
 	m := entry.Msg
 	var body []byte
@@ -78,6 +78,15 @@ func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry) {
 	if m.Kind == storage.KindWaitTimeout {
 		follow = e.fireWaitTimeout(m)
 		return
+	}
+	if adm.rateStart != 0 {
+		// The start counts against the key's rate after a restart too: it is made durable
+		// before the request leaves, so a crash cannot turn into a burst.
+		if err := e.store.Update(func(tx *storage.Tx) error {
+			return tx.AppendRateStart(entry.Project, entry.FlowKey, adm.rateStart, int64(adm.ratePeriod))
+		}); err != nil {
+			e.log.Error("record rate start", "project", entry.Project, "flow_key", entry.FlowKey, "err", err)
+		}
 	}
 	started := e.now()
 	out := e.send(ctx, m, body, started)

@@ -232,8 +232,15 @@ func (e *Engine) appendHistoryTx(tx *storage.Tx, project string, run *Run, entry
 // applyRun gives a delivery to the workflow URL the run's configuration (retries, retry
 // delay, timeout, failure callback, flow control: WF_TriggerOnConfig) and the headers
 // every workflow delivery carries.
+//
+// A step message that brings its own flow control keeps it: that is Duraton's per-step
+// override (protocol §12.1), which gates the step under its own key only.
 func applyRun(m *Message, run *Run) {
-	m.Retries, m.RetryDelay, m.FailureCallback, m.FlowControl = run.Retries, run.RetryDelay, run.FailureCallback, run.FlowControl
+	m.Retries, m.RetryDelay, m.FailureCallback = run.Retries, run.RetryDelay, run.FailureCallback
+	if m.FlowControl == nil {
+		m.FlowControl = run.FlowControl
+	}
+	m.OrderAt = run.CreatedAt
 	if run.TimeoutMs > 0 && m.TimeoutMs == 0 {
 		m.TimeoutMs = run.TimeoutMs
 	}

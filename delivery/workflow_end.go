@@ -202,6 +202,7 @@ func (e *Engine) workflowCallbackTx(tx *storage.Tx, cb *Message, src *Message, n
 	case storage.KindFailureCallback:
 		cb.CallType = CallFailure
 		cb.Header = runHeaders(cb.Header, run)
+		cb.FlowControl, cb.OrderAt = run.FlowControl, run.CreatedAt
 		run.FailureMessageID, run.FailureState = cb.ID, callbackInProgress
 		if err := tx.PutRun(cb.Project, run); err != nil {
 			return false, err
@@ -217,6 +218,7 @@ func (e *Engine) workflowCallbackTx(tx *storage.Tx, cb *Message, src *Message, n
 			return false, err
 		}
 		cb.Retries, cb.RetryDelay, cb.FailureCallback, cb.FlowControl = retries, delay, fc, run.FlowControl
+		cb.OrderAt = run.CreatedAt
 		cb.Labels = run.Labels
 		cb.Header = runHeaders(cb.Header, run)
 		return true, nil

@@ -28,26 +28,29 @@ const (
 // Message is one pending delivery job: the request to send and how to retry it. Times are
 // unix milliseconds except DueAt, which is unix nanoseconds because it orders the due index.
 type Message struct {
-	ID          string              `json:"id"`
-	Project     string              `json:"project"`
-	Kind        string              `json:"kind"`
-	URL         string              `json:"url"`
-	Method      string              `json:"method"`
-	Header      map[string][]string `json:"header,omitempty"`
-	Body        []byte              `json:"body,omitempty"`
-	Queue       string              `json:"queue,omitempty"`
-	Labels      []string            `json:"labels,omitempty"`
-	CallerIP    string              `json:"callerIp,omitempty"`
-	CreatedAt   int64               `json:"createdAt"`
-	NotBefore   int64               `json:"notBefore"`
-	DueAt       int64               `json:"dueAt"`
-	State       string              `json:"state"`
-	Retries     int                 `json:"retries"`
-	Retried     int                 `json:"retried"`
-	RetryDelay  string              `json:"retryDelay,omitempty"`
-	TimeoutMs   int64               `json:"timeoutMs,omitempty"`
-	DedupID     string              `json:"dedupId,omitempty"`
-	FlowControl *flowctl.Config     `json:"flowControl,omitempty"`
+	ID        string              `json:"id"`
+	Project   string              `json:"project"`
+	Kind      string              `json:"kind"`
+	URL       string              `json:"url"`
+	Method    string              `json:"method"`
+	Header    map[string][]string `json:"header,omitempty"`
+	Body      []byte              `json:"body,omitempty"`
+	Queue     string              `json:"queue,omitempty"`
+	Labels    []string            `json:"labels,omitempty"`
+	CallerIP  string              `json:"callerIp,omitempty"`
+	CreatedAt int64               `json:"createdAt"`
+	// OrderAt orders the message among the deliveries of its flow-control key: its run's
+	// creation time for workflow messages (older runs finish first), else CreatedAt.
+	OrderAt     int64           `json:"orderAt,omitempty"`
+	NotBefore   int64           `json:"notBefore"`
+	DueAt       int64           `json:"dueAt"`
+	State       string          `json:"state"`
+	Retries     int             `json:"retries"`
+	Retried     int             `json:"retried"`
+	RetryDelay  string          `json:"retryDelay,omitempty"`
+	TimeoutMs   int64           `json:"timeoutMs,omitempty"`
+	DedupID     string          `json:"dedupId,omitempty"`
+	FlowControl *flowctl.Config `json:"flowControl,omitempty"`
 
 	// Callback and FailureCallback describe the messages to create after each attempt and
 	// after the final failure.

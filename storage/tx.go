@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
@@ -25,7 +24,7 @@ const (
 )
 
 var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
-	bucketRuns, bucketHistory, bucketWaiters, bucketLookback, bucketRunMsgs, bucketRunIndex, bucketStepKeys}
+	bucketRuns, bucketHistory, bucketWaiters, bucketLookback, bucketRunMsgs, bucketRunIndex, bucketStepKeys, bucketRateLog, bucketFlowKeys}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
@@ -178,88 +177,6 @@ func (t *Tx) ForEachMessage(project string, fn func(*Message) bool) error {
 			return fmt.Errorf("message %s: %w", k, err)
 		}
 		if !fn(&m) {
-			return nil
-		}
-	}
-	return nil
-}
-
-// ---- the due index
-
-// DueEntry is one entry of the global due index: a message that must be attempted at DueAt.
-type DueEntry struct {
-	DueAt     int64 // unix ns
-	MessageID string
-	Project   string
-	Queue     string
-
-	// Msg optionally carries the message itself in memory, so a freshly published message
-	// is sent without being read back. It is never stored.
-	Msg *Message
-}
-
-// Key is the entry's index key; it orders entries by due time, then by message id.
-func (e DueEntry) Key() []byte {
-	k := make([]byte, 8+len(e.MessageID))
-	binary.BigEndian.PutUint64(k, uint64(e.DueAt))
-	copy(k[8:], e.MessageID)
-	return k
-}
-
-// DueOf is the due entry of a message.
-func DueOf(m *Message) DueEntry {
-	return DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue}
-}
-
-// DueWith is the due entry of a message that carries the message along in memory.
-func DueWith(m *Message) DueEntry {
-	e := DueOf(m)
-	e.Msg = m
-	return e
-}
-
-// PutDue adds an entry to the due index.
-func (t *Tx) PutDue(e DueEntry) error {
-	v := make([]byte, 0, len(e.Project)+1+len(e.Queue))
-	v = append(append(append(v, e.Project...), 0), e.Queue...)
-	return t.tx.Bucket([]byte(bucketDue)).Put(e.Key(), v)
-}
-
-// DeleteDue removes an entry from the due index.
-func (t *Tx) DeleteDue(e DueEntry) error {
-	return t.tx.Bucket([]byte(bucketDue)).Delete(e.Key())
-}
-
-// HasDue reports whether the entry is in the due index.
-func (t *Tx) HasDue(e DueEntry) bool {
-	return t.tx.Bucket([]byte(bucketDue)).Get(e.Key()) != nil
-}
-
-// ScanDue calls fn for due entries with keys strictly after `after` (nil: from the
-// start), in key order, until fn returns false.
-func (t *Tx) ScanDue(after []byte, fn func(DueEntry) bool) error {
-	c := t.tx.Bucket([]byte(bucketDue)).Cursor()
-	var k, v []byte
-	if after == nil {
-		k, v = c.First()
-	} else {
-		k, v = c.Seek(after)
-		if k != nil && bytes.Equal(k, after) {
-			k, v = c.Next()
-		}
-	}
-	for ; k != nil; k, v = c.Next() {
-		if len(k) < 8 {
-			return fmt.Errorf("due index: short key %x: %w", k, ErrCorrupt)
-		}
-		project, queue, _ := bytes.Cut(v, []byte{0})
-		e := DueEntry{
-			DueAt:     int64(binary.BigEndian.Uint64(k[:8])),
-			MessageID: string(k[8:]),
-			Project:   string(project),
-			Queue:     string(queue),
-		}
-		if !fn(e) {
 			return nil
 		}
 	}

@@ -1,0 +1,159 @@
+package delivery
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage"
+)
+
+// loadFlow restores what flow control must remember across restarts: every key's recent
+// rate starts and the operator's pauses and pins. In-flight slots are not restored: every
+// delivery that was in flight is back in the due index and waits again.
+func (d *dispatcher) loadFlow() error {
+	projects, err := ListProjects(d.e.store)
+	if err != nil {
+		return err
+	}
+	return d.e.store.View(func(tx *storage.Tx) error {
+		for _, p := range projects {
+			starts, err := tx.RateStarts(p.ID)
+			if err != nil {
+				return err
+			}
+			for key, s := range starts {
+				d.queue(flowID{p.ID, key}).key.Window.Restore(s)
+			}
+			settings, err := tx.FlowKeys(p.ID)
+			if err != nil {
+				return err
+			}
+			for key, s := range settings {
+				k := d.queue(flowID{p.ID, key}).key
+				k.Paused, k.Pins = s.Paused, s.Pins
+			}
+		}
+		return nil
+	})
+}
+
+// FlowKeys lists a project's flow-control keys that are active (waiting, in flight,
+// within a rate window) or configured, whose names contain search.
+func (e *Engine) FlowKeys(project, search string) []FlowInfo {
+	d := e.disp
+	d.lock()
+	defer d.unlock()
+	out := d.flowInfos(project, search, e.now())
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// FlowKey returns one key's state; a key never seen is idle with no limits.
+func (e *Engine) FlowKey(project, key string) FlowInfo {
+	d := e.disp
+	d.lock()
+	defer d.unlock()
+	if q := d.flow.queues[flowID{project, key}]; q != nil {
+		return q.info(e.now())
+	}
+	return FlowInfo{Key: key, RatePeriod: flowctl.DefaultPeriod}
+}
+
+// GlobalParallelism is a project's ceiling (0: none) and its deliveries in flight.
+func (e *Engine) GlobalParallelism(project string) (max, count int) {
+	d := e.disp
+	d.lock()
+	defer d.unlock()
+	return e.cfg.ProjectCeiling, d.flow.inFlight[project]
+}
+
+// SetFlowKeyPaused pauses or resumes a key. A paused key keeps accepting deliveries into
+// its waitlist and starts none.
+func (e *Engine) SetFlowKeyPaused(project, key string, paused bool) error {
+	return e.changeFlowKey(project, key, func(k *flowctl.Key) { k.Paused = paused })
+}
+
+// PinFlowKey fixes a key's parallelism and/or rate (zero values leave that part as is).
+func (e *Engine) PinFlowKey(project, key string, parallelism, rate int, period time.Duration) error {
+	if parallelism < 0 || rate < 0 || parallelism > flowctl.MaxParallelism || rate > flowctl.MaxRate || period < 0 || period > flowctl.MaxPeriod {
+		return fmt.Errorf("%w: pin values out of range", flowctl.ErrInvalid)
+	}
+	if parallelism == 0 && rate == 0 {
+		return fmt.Errorf("%w: pin needs parallelism or rate", flowctl.ErrInvalid)
+	}
+	if period == 0 {
+		period = flowctl.DefaultPeriod
+	}
+	return e.changeFlowKey(project, key, func(k *flowctl.Key) {
+		if parallelism > 0 {
+			k.Pins.Parallelism = parallelism
+		}
+		if rate > 0 {
+			k.Pins.Rate, k.Pins.Period = rate, period
+		}
+	})
+}
+
+// UnpinFlowKey removes a key's pins.
+func (e *Engine) UnpinFlowKey(project, key string, parallelism, rate bool) error {
+	return e.changeFlowKey(project, key, func(k *flowctl.Key) {
+		if parallelism {
+			k.Pins.Parallelism = 0
+		}
+		if rate {
+			k.Pins.Rate, k.Pins.Period = 0, 0
+		}
+	})
+}
+
+// ResetFlowKeyRate forgets a key's recent starts, so its rate window starts afresh.
+func (e *Engine) ResetFlowKeyRate(project, key string) error {
+	if err := e.store.Update(func(tx *storage.Tx) error { return tx.ResetRate(project, key) }); err != nil {
+		return err
+	}
+	return e.changeFlowKey(project, key, func(k *flowctl.Key) { k.Window.Reset() })
+}
+
+// changeFlowKey applies an operator change to a key, persists its settings and lets
+// whatever the change allows start.
+func (e *Engine) changeFlowKey(project, key string, change func(*flowctl.Key)) error {
+	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
+		return err // validates the key's syntax
+	}
+	d := e.disp
+	d.lock()
+	q := d.queue(flowID{project, key})
+	change(q.key)
+	settings := storage.FlowKeySettings{Paused: q.key.Paused, Pins: q.key.Pins}
+	d.unlock()
+	if err := e.store.Update(func(tx *storage.Tx) error { return tx.PutFlowKey(project, key, settings) }); err != nil {
+		return err
+	}
+	d.lock()
+	now := e.now()
+	d.pump(d.ctx, q, now, -1)
+	d.evictIfIdle(q, now)
+	d.unlock()
+	d.signal()
+	return nil
+}
+
+// WaitReason says why a pending message has not started: the constraint its waitlist's
+// head waits for (or that earlier deliveries of its key are ahead of it) and since when
+// it waits. ok is false when the message is not in a waitlist.
+func (e *Engine) WaitReason(messageID string) (reason string, since time.Time, ok bool) {
+	d := e.disp
+	d.lock()
+	defer d.unlock()
+	ref, ok := d.flow.waitingOf[messageID]
+	if !ok {
+		return "", time.Time{}, false
+	}
+	reason = ref.q.blockedBy
+	if head, _ := ref.q.waiting.Min(); head.entry.MessageID != messageID {
+		reason = fmt.Sprintf("queued behind earlier deliveries of key %q (%d waiting); the first waits for %s", ref.q.id.key, ref.q.waiting.Len(), ref.q.blockedBy)
+	}
+	return reason, ref.since, true
+}

@@ -1,0 +1,171 @@
+package delivery
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage"
+)
+
+// fakeEndpoint is an in-process RoundTripper: inside a synctest bubble real sockets would
+// stop the fake clock, so attempts never leave the process. hold, if set, keeps each
+// request open until it returns.
+type fakeEndpoint struct {
+	mu     sync.Mutex
+	starts map[string][]time.Time // by path
+	open   map[string]int
+	most   map[string]int
+	hold   func(r *http.Request)
+}
+
+func newFakeEndpoint() *fakeEndpoint {
+	return &fakeEndpoint{starts: map[string][]time.Time{}, open: map[string]int{}, most: map[string]int{}}
+}
+
+func (f *fakeEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	f.starts[r.URL.Path] = append(f.starts[r.URL.Path], time.Now())
+	f.open[r.URL.Path]++
+	f.most[r.URL.Path] = max(f.most[r.URL.Path], f.open[r.URL.Path])
+	f.mu.Unlock()
+	if f.hold != nil {
+		f.hold(r)
+	}
+	f.mu.Lock()
+	f.open[r.URL.Path]--
+	f.mu.Unlock()
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Header: http.Header{}, Request: r}, nil
+}
+
+func (f *fakeEndpoint) startsOf(path string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.starts[path]...)
+}
+
+// bubbleEngine starts an engine on a real bbolt file whose attempts go to ep.
+func bubbleEngine(t *testing.T, ep http.RoundTripper, cfg Config) (*Engine, *storage.Store) {
+	store, err := storage.Open(filepath.Join(t.TempDir(), "duraton.db"), storage.Options{})
+	require.NoError(t, err)
+	_, err = EnsureProject(store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "h")
+	require.NoError(t, err)
+	cfg.Transport = ep
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := New(cfg, store)
+	require.NoError(t, e.Start(t.Context()))
+	return e, store
+}
+
+func keyed(key string, parallelism, rate int, period time.Duration) *flowctl.Config {
+	return &flowctl.Config{Key: key, Parallelism: parallelism, Rate: rate, Period: period}
+}
+
+func TestRateLimitTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		e, store := bubbleEngine(t, ep, Config{})
+		defer store.Close()
+		defer e.Stop()
+		start := time.Now()
+		for i := 0; i < 7; i++ {
+			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/r", Method: "POST", FlowControl: keyed("k", 0, 3, 2*time.Second)}})
+			require.NoError(t, err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		starts := ep.startsOf("/r")
+		require.Len(t, starts, 7)
+		// rate 3 per 2 s: 3 at 0 s, 3 at 2 s, the 7th at 4 s.
+		for i, s := range starts {
+			require.Equal(t, time.Duration(i/3)*2*time.Second, s.Sub(start).Truncate(time.Millisecond), "start %d", i)
+		}
+	})
+}
+
+func TestParallelismHoldsOnlyWhileInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		ep.hold = func(r *http.Request) { time.Sleep(time.Second) } // each attempt takes 1 s
+		e, store := bubbleEngine(t, ep, Config{})
+		defer store.Close()
+		defer e.Stop()
+		start := time.Now()
+		for i := 0; i < 4; i++ {
+			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/p", Method: "POST", FlowControl: keyed("one", 1, 0, 0)}})
+			require.NoError(t, err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		starts := ep.startsOf("/p")
+		require.Len(t, starts, 4)
+		for i, s := range starts {
+			require.Equal(t, time.Duration(i)*time.Second, s.Sub(start).Truncate(time.Millisecond), "start %d: one at a time, the next right after a release", i)
+		}
+		require.Equal(t, 1, ep.most["/p"])
+	})
+}
+
+func TestProjectCeilingAcrossKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		ep.hold = func(r *http.Request) { time.Sleep(time.Second) }
+		e, store := bubbleEngine(t, ep, Config{ProjectCeiling: 2})
+		defer store.Close()
+		defer e.Stop()
+		for i := 0; i < 6; i++ {
+			key := []string{"a", "b", "c"}[i%3]
+			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/" + key, Method: "POST", FlowControl: keyed(key, 5, 0, 0)}})
+			require.NoError(t, err)
+		}
+		_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/nokey", Method: "POST"}})
+		require.NoError(t, err)
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		max, count := e.GlobalParallelism(testProject)
+		require.Equal(t, 2, max)
+		require.Equal(t, 2, count, "the ceiling holds across keys and unkeyed deliveries")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		total := 0
+		for _, p := range []string{"/a", "/b", "/c", "/nokey"} {
+			total += len(ep.startsOf(p))
+		}
+		require.Equal(t, 7, total, "everything is eventually admitted")
+	})
+}
+
+func TestPausedKeyKeepsWaitlisting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		e, store := bubbleEngine(t, ep, Config{})
+		defer store.Close()
+		defer e.Stop()
+		require.NoError(t, e.SetFlowKeyPaused(testProject, "k", true))
+		res, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/k", Method: "POST", FlowControl: keyed("k", 3, 0, 0)}})
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Empty(t, ep.startsOf("/k"))
+		info := e.FlowKey(testProject, "k")
+		require.True(t, info.Paused)
+		require.Equal(t, 1, info.WaitListSize)
+		reason, _, ok := e.WaitReason(res[0].MessageID)
+		require.True(t, ok)
+		require.Contains(t, reason, "paused(key=k)")
+
+		require.NoError(t, e.SetFlowKeyPaused(testProject, "k", false))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Len(t, ep.startsOf("/k"), 1)
+	})
+}

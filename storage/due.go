@@ -1,0 +1,133 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/duraton/duraton/flowctl"
+)
+
+// DueEntry is one entry of the global due index: a message that must be attempted at
+// DueAt. It carries what the dispatcher needs to schedule it without reading the message:
+// its queue, its flow-control key and limits, and its order among the key's deliveries.
+type DueEntry struct {
+	DueAt     int64 // unix ns
+	MessageID string
+	Project   string
+	Queue     string
+	FlowKey   string
+	Limits    flowctl.Limits
+	// OrderAt orders deliveries waiting on one flow-control key: older runs first (the
+	// run's creation time in unix ms, or the message's for plain messages).
+	OrderAt int64
+
+	// Msg optionally carries the message itself in memory, so a freshly published message
+	// is sent without being read back. It is never stored.
+	Msg *Message
+}
+
+// Key is the entry's index key; it orders entries by due time, then by message id.
+func (e DueEntry) Key() []byte {
+	k := make([]byte, 8+len(e.MessageID))
+	binary.BigEndian.PutUint64(k, uint64(e.DueAt))
+	copy(k[8:], e.MessageID)
+	return k
+}
+
+// value encodes the entry's fields after the key: project, queue, flow key, parallelism,
+// rate, period (ms) and order, separated by NUL. Names never contain NUL (they are
+// validated against token patterns).
+func (e DueEntry) value() []byte {
+	var b bytes.Buffer
+	for i, f := range []string{e.Project, e.Queue, e.FlowKey,
+		strconv.Itoa(e.Limits.Parallelism), strconv.Itoa(e.Limits.Rate),
+		strconv.FormatInt(e.Limits.Period.Milliseconds(), 10), strconv.FormatInt(e.OrderAt, 10)} {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(f)
+	}
+	return b.Bytes()
+}
+
+func decodeDue(k, v []byte) (DueEntry, error) {
+	if len(k) < 8 {
+		return DueEntry{}, fmt.Errorf("due index: short key %x: %w", k, ErrCorrupt)
+	}
+	e := DueEntry{DueAt: int64(binary.BigEndian.Uint64(k[:8])), MessageID: string(k[8:])}
+	f := bytes.Split(v, []byte{0})
+	for len(f) < 7 {
+		f = append(f, nil) // entries written before flow control had two fields
+	}
+	e.Project, e.Queue, e.FlowKey = string(f[0]), string(f[1]), string(f[2])
+	e.Limits.Parallelism, _ = strconv.Atoi(string(f[3]))
+	e.Limits.Rate, _ = strconv.Atoi(string(f[4]))
+	period, _ := strconv.ParseInt(string(f[5]), 10, 64)
+	e.Limits.Period = msDuration(period)
+	e.OrderAt, _ = strconv.ParseInt(string(f[6]), 10, 64)
+	return e, nil
+}
+
+// DueOf is the due entry of a message.
+func DueOf(m *Message) DueEntry {
+	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt}
+	if e.OrderAt == 0 {
+		e.OrderAt = m.CreatedAt
+	}
+	if fc := m.FlowControl; fc != nil {
+		e.FlowKey, e.Limits = fc.Key, flowctl.LimitsOf(*fc)
+	}
+	return e
+}
+
+// DueWith is the due entry of a message that carries the message along in memory.
+func DueWith(m *Message) DueEntry {
+	e := DueOf(m)
+	e.Msg = m
+	return e
+}
+
+// PutDue adds an entry to the due index.
+func (t *Tx) PutDue(e DueEntry) error {
+	return t.tx.Bucket([]byte(bucketDue)).Put(e.Key(), e.value())
+}
+
+// DeleteDue removes an entry from the due index.
+func (t *Tx) DeleteDue(e DueEntry) error {
+	return t.tx.Bucket([]byte(bucketDue)).Delete(e.Key())
+}
+
+// HasDue reports whether the entry is in the due index.
+func (t *Tx) HasDue(e DueEntry) bool {
+	return t.tx.Bucket([]byte(bucketDue)).Get(e.Key()) != nil
+}
+
+// ScanDue calls fn for due entries with keys strictly after `after` (nil: from the
+// start), in key order, until fn returns false.
+func (t *Tx) ScanDue(after []byte, fn func(DueEntry) bool) error {
+	c := t.tx.Bucket([]byte(bucketDue)).Cursor()
+	var k, v []byte
+	if after == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(after)
+		if k != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	for ; k != nil; k, v = c.Next() {
+		e, err := decodeDue(k, v)
+		if err != nil {
+			return err
+		}
+		if !fn(e) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
