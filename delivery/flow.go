@@ -280,17 +280,17 @@ func (h *timerHeap) Pop() any {
 
 // FlowInfo is the state of one flow-control key (protocol §2.5 FlowControlInfo).
 type FlowInfo struct {
-	Key                 string
-	WaitListSize        int
-	ParallelismMax      int
-	ParallelismCount    int
-	RateMax             int
-	RateCount           int
-	RatePeriod          time.Duration
-	RatePeriodStart     time.Time
-	Paused              bool
-	PinnedParallelism   bool
-	PinnedRate          bool
+	Key               string
+	WaitListSize      int
+	ParallelismMax    int
+	ParallelismCount  int
+	RateMax           int
+	RateCount         int
+	RatePeriod        time.Duration
+	RatePeriodStart   time.Time
+	Paused            bool
+	PinnedParallelism bool
+	PinnedRate        bool
 }
 
 func (q *flowQueue) info(now time.Time) FlowInfo {
@@ -300,7 +300,7 @@ func (q *flowQueue) info(now time.Time) FlowInfo {
 		ParallelismMax: e.Parallelism, ParallelismCount: q.key.InFlight,
 		RateMax: e.Rate, RateCount: q.key.Window.Count(now, e.Period), RatePeriod: e.Period,
 		RatePeriodStart: q.key.Window.Oldest(now, e.Period),
-		Paused: q.key.Paused, PinnedParallelism: q.key.Pins.Parallelism > 0, PinnedRate: q.key.Pins.Rate > 0,
+		Paused:          q.key.Paused, PinnedParallelism: q.key.Pins.Parallelism > 0, PinnedRate: q.key.Pins.Rate > 0,
 	}
 }
 
