@@ -66,12 +66,22 @@ type Config struct {
 	// Destinations decides which addresses attempts may connect to (checked at dial time).
 	// The zero value allows public addresses only.
 	Destinations netguard.Policy
-	// Transport, if set, replaces the SSRF-guarded transport (tests only).
+	// Transport, if set, replaces the SSRF-guarded transport (tests and benchmarks).
 	Transport http.RoundTripper
+	// Hooks observe the engine (benchmarks and tests); nil fields cost nothing.
+	Hooks Hooks
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Hooks are callbacks for measurement. They run on the engine's goroutines and must be
+// fast and safe for concurrent use.
+type Hooks struct {
+	// Woken is called just before a delivery is sent that a slot's release started
+	// (the waitlist's head admitted on release), with the time since that release.
+	Woken func(project, flowKey string, sinceRelease time.Duration)
 }
 
 func (c Config) withDefaults() Config {

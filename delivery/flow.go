@@ -62,6 +62,7 @@ type admission struct {
 	flow       *flowQueue
 	rateStart  int64
 	ratePeriod time.Duration
+	wokenAt    time.Time // the release that started it (zero: started otherwise)
 }
 
 const ringEngine = "engine"
@@ -135,6 +136,11 @@ func (d *dispatcher) constraints(q *flowQueue) []flowctl.Constraint {
 // A blocked head leaves q waiting for its blocker: a timer for a rate, a turn in the
 // shared ring for the ceiling or the engine cap, or a release of the key's own slot.
 func (d *dispatcher) pump(ctx context.Context, q *flowQueue, now time.Time, limit int) {
+	d.pumpWoken(ctx, q, now, limit, time.Time{})
+}
+
+// pumpWoken is pump for starts caused by the release at wokenAt (for the Woken hook).
+func (d *dispatcher) pumpWoken(ctx context.Context, q *flowQueue, now time.Time, limit int, wokenAt time.Time) {
 	for started := 0; q.waiting.Len() > 0 && (limit < 0 || started < limit); started++ {
 		if d.inFlight >= d.e.cfg.MaxInFlight {
 			d.block(q, "engine in-flight cap", now)
@@ -156,7 +162,7 @@ func (d *dispatcher) pump(ctx context.Context, q *flowQueue, now time.Time, limi
 		head, _ := q.waiting.DeleteMin()
 		delete(d.flow.waitingOf, head.entry.MessageID)
 		q.blockedBy, q.blockedSince = "", time.Time{}
-		adm := admission{flow: q}
+		adm := admission{flow: q, wokenAt: wokenAt}
 		if e := q.key.Effective(); q.id.key != "" && e.Rate > 0 {
 			adm.rateStart, adm.ratePeriod = now.UnixNano(), e.Period
 		}
@@ -211,7 +217,7 @@ func (d *dispatcher) releaseFlow(ctx context.Context, e storage.DueEntry, adm ad
 		if q.id.key != "" {
 			q.key.Unask(e.Limits)
 		}
-		d.pump(ctx, q, now, -1)
+		d.pumpWoken(ctx, q, now, -1, now)
 		d.pumpRing(ctx, ringOfProject(q.id.project), now, func() bool {
 			c := d.ceiling(q.id.project)
 			return c.Limit <= 0 || c.InFlight < c.Limit

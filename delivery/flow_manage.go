@@ -157,3 +157,22 @@ func (e *Engine) WaitReason(messageID string) (reason string, since time.Time, o
 	}
 	return reason, ref.since, true
 }
+
+// RunWaitReason says why a live run's next delivery has not started, if one of its
+// messages waits in a flow-control waitlist.
+func (e *Engine) RunWaitReason(project, runID string) (reason string, since time.Time, ok bool) {
+	var ids []string
+	if err := e.store.View(func(tx *storage.Tx) error {
+		var err error
+		ids, err = tx.RunMessages(project, runID)
+		return err
+	}); err != nil {
+		return "", time.Time{}, false
+	}
+	for _, id := range ids {
+		if reason, since, ok := e.WaitReason(id); ok {
+			return reason, since, true
+		}
+	}
+	return "", time.Time{}, false
+}

@@ -88,6 +88,9 @@ func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry, adm admiss
 			e.log.Error("record rate start", "project", entry.Project, "flow_key", entry.FlowKey, "err", err)
 		}
 	}
+	if h := e.cfg.Hooks.Woken; h != nil && !adm.wokenAt.IsZero() {
+		h(entry.Project, entry.FlowKey, e.now().Sub(adm.wokenAt))
+	}
 	started := e.now()
 	out := e.send(ctx, m, body, started)
 	if ctx.Err() != nil {

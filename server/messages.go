@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -14,6 +15,7 @@ type messageHandlers struct {
 	engine interface {
 		Message(project, id string) (*delivery.Message, error)
 		Cancel(project string, ids []string, keep func(*delivery.Message) bool, limit int) (int, error)
+		WaitReason(messageID string) (reason string, since time.Time, ok bool)
 	}
 }
 
@@ -36,7 +38,11 @@ func (h *messageHandlers) get(c echo.Context) error {
 	if err != nil {
 		return messageNotFound(c.Param("id"), err)
 	}
-	return c.JSON(http.StatusOK, toMessageView(m))
+	v := toMessageView(m)
+	if reason, since, ok := h.engine.WaitReason(m.ID); ok {
+		v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (h *messageHandlers) cancel(c echo.Context) error {

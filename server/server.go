@@ -131,6 +131,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&dlqHandlers{engine: engine, workflow: wfDLQ}).register(v2)
 	(&workflowHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2, e)
 	(&runLogHandlers{engine: engine}).register(v2)
+	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)
 	(&keyHandlers{engine: engine}).register(v2)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })

@@ -33,6 +33,14 @@ type messageView struct {
 	Parallelism     int                 `json:"parallelism,omitempty"`
 	Rate            int                 `json:"rate,omitempty"`
 	Period          int64               `json:"period,omitempty"`
+	// Waiting says why a due message has not started (flow control), and since when.
+	Waiting *waitingView `json:"waiting,omitempty"`
+}
+
+// waitingView explains a delivery held in a flow-control waitlist.
+type waitingView struct {
+	Reason string `json:"reason"`
+	Since  int64  `json:"since"`
 }
 
 func toMessageView(m *delivery.Message) messageView {

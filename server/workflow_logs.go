@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -87,6 +88,7 @@ func splitURL(raw string) (host, path string) {
 type runLogHandlers struct {
 	engine interface {
 		Runs(project string, after *delivery.RunCursor, count int, keep func(*delivery.Run) bool) ([]delivery.RunWithHistory, *delivery.RunCursor, error)
+		RunWaitReason(project, runID string) (reason string, since time.Time, ok bool)
 	}
 }
 
@@ -109,6 +111,8 @@ type runLogView struct {
 	DLQID                  string           `json:"dlqId,omitempty"`
 	Invoker                *invokerView     `json:"invoker,omitempty"`
 	FailureFunction        *failureFuncView `json:"failureFunction,omitempty"`
+	// Waiting says why a live run's next delivery has not started (flow control).
+	Waiting *waitingView `json:"waiting,omitempty"`
 }
 
 type stepGroupView struct {
@@ -162,7 +166,13 @@ func (h *runLogHandlers) list(c echo.Context) error {
 		if msgID != "" && !runHasMessage(&runs[i], msgID) {
 			continue
 		}
-		out.Runs = append(out.Runs, toRunLogView(&runs[i]))
+		v := toRunLogView(&runs[i])
+		if runs[i].Live() {
+			if reason, since, ok := h.engine.RunWaitReason(projectOf(c), runs[i].ID); ok {
+				v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
+			}
+		}
+		out.Runs = append(out.Runs, v)
 	}
 	return c.JSON(http.StatusOK, out)
 }

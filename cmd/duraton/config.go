@@ -32,6 +32,7 @@ type serverFlags struct {
 	AllowCIDRs     string
 	MaxBodyBytes   int64
 	MaxInFlight    int
+	ProjectCeiling int
 	DefaultTimeout time.Duration
 	DrainTimeout   time.Duration
 	LogLevel       string
@@ -78,6 +79,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&f.MaxBodyBytes, "max-body-bytes", e.int64("DURATON_MAX_BODY_BYTES", 1<<20), "largest message body accepted (DURATON_MAX_BODY_BYTES)")
 	var maxInFlight int64
 	fs.Int64Var(&maxInFlight, "max-in-flight", e.int64("DURATON_MAX_IN_FLIGHT", 512), "concurrent delivery attempts (DURATON_MAX_IN_FLIGHT)")
+	var ceiling int64
+	fs.Int64Var(&ceiling, "project-ceiling", e.int64("DURATON_PROJECT_CEILING", 0), "deliveries of one project in flight at once, across all keys; 0 = no ceiling (DURATON_PROJECT_CEILING)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
 	if m == modeServe {
@@ -93,7 +96,10 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", m, fs.Arg(0))
 		return f, errUsage
 	}
-	f.MaxInFlight = int(maxInFlight)
+	f.MaxInFlight, f.ProjectCeiling = int(maxInFlight), int(ceiling)
+	if f.ProjectCeiling < 0 || f.ProjectCeiling > 1_000_000 {
+		return f, fmt.Errorf("--project-ceiling must be between 0 and 1000000")
+	}
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes must be between 1 and %d", 64<<20)
 	}

@@ -58,6 +58,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	engine := delivery.New(delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
+		ProjectCeiling: f.ProjectCeiling,
 		DefaultTimeout: f.DefaultTimeout,
 		DrainTimeout:   f.DrainTimeout,
 		Destinations:   policy,
