@@ -169,3 +169,77 @@ func TestPausedKeyKeepsWaitlisting(t *testing.T) {
 		require.Len(t, ep.startsOf("/k"), 1)
 	})
 }
+
+func TestSleepingRunHoldsNoSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		e, store := bubbleEngine(t, ep, Config{})
+		defer store.Close()
+		defer e.Stop()
+		trigger := func(run, path string) {
+			_, err := e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/" + path, Method: "POST",
+				RunID: run, FlowControl: keyed("shared", 1, 0, 0)}, Init: &RunInit{}}})
+			require.NoError(t, err)
+		}
+		trigger("wfr_sleeper", "sleeper")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Len(t, ep.startsOf("/sleeper"), 1)
+
+		// The sleeper's next step is due in an hour: while it sleeps it holds nothing.
+		_, err := e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/sleeper", Method: "POST",
+			RunID: "wfr_sleeper", CallType: CallStep, Body: []byte(`{"stepId":1,"stepType":"SleepFor","sleepFor":3600}`),
+			NotBefore: time.Now().Add(time.Hour).UnixMilli()}}})
+		require.NoError(t, err)
+		start := time.Now()
+		trigger("wfr_other", "other")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		others := ep.startsOf("/other")
+		require.Len(t, others, 1, "another run of the same key starts while the first sleeps")
+		require.Less(t, others[0].Sub(start), time.Second)
+		require.Equal(t, 0, e.FlowKey(testProject, "shared").ParallelismCount)
+
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		require.Len(t, ep.startsOf("/sleeper"), 2, "the sleeper resumes when its step is due")
+	})
+}
+
+func TestStepOverrideGatesUnderItsOwnKeyOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		release := make(chan struct{})
+		var seen sync.Map // path → the flow-control key the delivery carried
+		ep.hold = func(r *http.Request) {
+			seen.Store(r.URL.Path, r.Header.Get("Upstash-Flow-Control-Key")+" "+r.Header.Get("Upstash-Flow-Control-Value"))
+			if r.URL.Path == "/step" {
+				<-release
+			}
+		}
+		e, store := bubbleEngine(t, ep, Config{})
+		defer store.Close()
+		defer e.Stop()
+		_, err := e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/init", Method: "POST",
+			RunID: "wfr_o", FlowControl: keyed("runkey", 1, 0, 0)}, Init: &RunInit{}}})
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		// A plan step with its own flow control (protocol §12.1).
+		_, err = e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/step", Method: "POST",
+			RunID: "wfr_o", CallType: CallStep, Body: []byte(`{"stepId":0,"stepType":"Run","concurrent":1,"targetStep":1}`),
+			FlowControl: keyed("stepkey", 1, 5, time.Second)}}})
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, 1, e.FlowKey(testProject, "stepkey").ParallelismCount, "the step holds its own key")
+		require.Equal(t, 0, e.FlowKey(testProject, "runkey").ParallelismCount, "the run's key is not held by the step")
+		got, _ := seen.Load("/step")
+		require.Equal(t, "stepkey parallelism=1, rate=5, period=1s", got, "the delivery carries the config it was admitted under")
+		got, _ = seen.Load("/init")
+		require.Equal(t, "runkey parallelism=1", got)
+		close(release)
+		synctest.Wait()
+	})
+}
