@@ -36,24 +36,34 @@ type flowQueue struct {
 	ring         string    // the shared-limit ring the queue waits in ("": none)
 }
 
-// waitItem is a delivery in a waitlist.
+// waitItem is a delivery in a waitlist, kept small and almost free of pointers: a
+// waitlist may hold millions of them, and what the garbage collector must scan grows
+// with every pointer. The project and key are the waitlist's; the message id is packed.
 type waitItem struct {
-	entry storage.DueEntry
-	since time.Time
+	orderAt int64
+	dueAt   int64
+	id      packedID
+	limits  flowctl.Limits
+	since   int64  // unix ns it joined the waitlist
+	queue   string // the message's queue, usually ""
 }
 
 // lessWait orders a waitlist: older runs first, then by message id (publication order).
 func lessWait(a, b waitItem) bool {
-	if a.entry.OrderAt != b.entry.OrderAt {
-		return a.entry.OrderAt < b.entry.OrderAt
+	if a.orderAt != b.orderAt {
+		return a.orderAt < b.orderAt
 	}
-	return a.entry.MessageID < b.entry.MessageID
+	return a.id.less(b.id)
 }
 
-// waitRef locates a waiting delivery.
-type waitRef struct {
-	q     *flowQueue
-	since time.Time
+func newWaitItem(e storage.DueEntry, now time.Time) waitItem {
+	return waitItem{orderAt: e.OrderAt, dueAt: e.DueAt, id: packID(e.MessageID), limits: e.Limits, since: now.UnixNano(), queue: e.Queue}
+}
+
+// entry rebuilds the due entry of a waiting delivery of q.
+func (w waitItem) entry(q *flowQueue) storage.DueEntry {
+	return storage.DueEntry{DueAt: w.dueAt, MessageID: w.id.String(), Project: q.id.project, Queue: w.queue,
+		FlowKey: q.id.key, Limits: w.limits, OrderAt: w.orderAt}
 }
 
 // admission is what an attempt holds: the waitlist whose slots it took, and the start it
@@ -76,13 +86,12 @@ type flowState struct {
 	inFlight  map[string]int // per project, every delivery (for globalParallelism)
 	rings     map[string][]*flowQueue
 	timers    timerHeap
-	waitingOf map[string]waitRef // message id → its waitlist, for "why it waits"
 }
 
 func newFlowState() flowState {
 	return flowState{
 		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
-		inFlight: map[string]int{}, rings: map[string][]*flowQueue{}, waitingOf: map[string]waitRef{},
+		inFlight: map[string]int{}, rings: map[string][]*flowQueue{},
 	}
 }
 
@@ -115,8 +124,7 @@ func (d *dispatcher) enqueueFlow(ctx context.Context, e storage.DueEntry, now ti
 	if e.FlowKey != "" {
 		q.key.Ask(e.Limits)
 	}
-	q.waiting.ReplaceOrInsert(waitItem{entry: e, since: now})
-	d.flow.waitingOf[e.MessageID] = waitRef{q: q, since: now}
+	q.waiting.ReplaceOrInsert(newWaitItem(e, now))
 	d.pump(ctx, q, now, -1)
 }
 
@@ -160,13 +168,12 @@ func (d *dispatcher) pumpWoken(ctx context.Context, q *flowQueue, now time.Time,
 			return // a key slot: the release of one pumps q again
 		}
 		head, _ := q.waiting.DeleteMin()
-		delete(d.flow.waitingOf, head.entry.MessageID)
 		q.blockedBy, q.blockedSince = "", time.Time{}
 		adm := admission{flow: q, wokenAt: wokenAt}
 		if e := q.key.Effective(); q.id.key != "" && e.Rate > 0 {
 			adm.rateStart, adm.ratePeriod = now.UnixNano(), e.Period
 		}
-		d.start(ctx, head.entry, adm)
+		d.start(ctx, head.entry(q), adm)
 	}
 	if q.waiting.Len() > 0 && limit >= 0 {
 		// A turn taken from a ring: go to the back of it so other keys get theirs.

@@ -140,22 +140,35 @@ func (e *Engine) changeFlowKey(project, key string, change func(*flowctl.Key)) e
 	return nil
 }
 
-// WaitReason says why a pending message has not started: the constraint its waitlist's
-// head waits for (or that earlier deliveries of its key are ahead of it) and since when
-// it waits. ok is false when the message is not in a waitlist.
-func (e *Engine) WaitReason(messageID string) (reason string, since time.Time, ok bool) {
+// WaitReason says why a pending message of a project has not started: the constraint
+// its waitlist's head waits for (or that earlier deliveries of its key are ahead of it)
+// and since when it waits. ok is false when the message is not in a waitlist.
+func (e *Engine) WaitReason(project, messageID string) (reason string, since time.Time, ok bool) {
+	var m *Message
+	if err := e.store.View(func(tx *storage.Tx) error {
+		var err error
+		m, err = tx.Message(project, messageID)
+		return err
+	}); err != nil {
+		return "", time.Time{}, false
+	}
+	due := storage.DueOf(m)
 	d := e.disp
 	d.lock()
 	defer d.unlock()
-	ref, ok := d.flow.waitingOf[messageID]
-	if !ok {
+	q := d.flow.queues[flowID{project, due.FlowKey}]
+	if q == nil {
 		return "", time.Time{}, false
 	}
-	reason = ref.q.blockedBy
-	if head, _ := ref.q.waiting.Min(); head.entry.MessageID != messageID {
-		reason = fmt.Sprintf("queued behind earlier deliveries of key %q (%d waiting); the first waits for %s", ref.q.id.key, ref.q.waiting.Len(), ref.q.blockedBy)
+	item, found := q.waiting.Get(newWaitItem(due, time.Time{}))
+	if !found {
+		return "", time.Time{}, false
 	}
-	return reason, ref.since, true
+	reason = q.blockedBy
+	if head, _ := q.waiting.Min(); head.id != item.id {
+		reason = fmt.Sprintf("queued behind earlier deliveries of key %q (%d waiting); the first waits for %s", q.id.key, q.waiting.Len(), q.blockedBy)
+	}
+	return reason, time.Unix(0, item.since), true
 }
 
 // RunWaitReason says why a live run's next delivery has not started, if one of its
@@ -170,7 +183,7 @@ func (e *Engine) RunWaitReason(project, runID string) (reason string, since time
 		return "", time.Time{}, false
 	}
 	for _, id := range ids {
-		if reason, since, ok := e.WaitReason(id); ok {
+		if reason, since, ok := e.WaitReason(project, id); ok {
 			return reason, since, true
 		}
 	}

@@ -159,7 +159,7 @@ func TestPausedKeyKeepsWaitlisting(t *testing.T) {
 		info := e.FlowKey(testProject, "k")
 		require.True(t, info.Paused)
 		require.Equal(t, 1, info.WaitListSize)
-		reason, _, ok := e.WaitReason(res[0].MessageID)
+		reason, _, ok := e.WaitReason(testProject, res[0].MessageID)
 		require.True(t, ok)
 		require.Contains(t, reason, "paused(key=k)")
 

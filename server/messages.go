@@ -15,7 +15,7 @@ type messageHandlers struct {
 	engine interface {
 		Message(project, id string) (*delivery.Message, error)
 		Cancel(project string, ids []string, keep func(*delivery.Message) bool, limit int) (int, error)
-		WaitReason(messageID string) (reason string, since time.Time, ok bool)
+		WaitReason(project, messageID string) (reason string, since time.Time, ok bool)
 	}
 }
 
@@ -39,7 +39,7 @@ func (h *messageHandlers) get(c echo.Context) error {
 		return messageNotFound(c.Param("id"), err)
 	}
 	v := toMessageView(m)
-	if reason, since, ok := h.engine.WaitReason(m.ID); ok {
+	if reason, since, ok := h.engine.WaitReason(projectOf(c), m.ID); ok {
 		v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
 	}
 	return c.JSON(http.StatusOK, v)

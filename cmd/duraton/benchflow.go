@@ -36,6 +36,8 @@ type benchFlowResult struct {
 	RSSBytesPerQueued      float64 `json:"rss_bytes_per_queued"`
 	WakeP50Ms              float64 `json:"wake_p50_ms"`
 	WakeP99Ms              float64 `json:"wake_p99_ms"`
+	SaturatedWakeP50Ms     float64 `json:"saturated_wake_p50_ms"`
+	SaturatedWakeP99Ms     float64 `json:"saturated_wake_p99_ms"`
 }
 
 func runBenchFlow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,14 +62,14 @@ func runBenchFlow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var err error
 
 	say("baseline: %d deliveries on 4 keys (parallelism 64), nothing else queued", *sample)
-	if res.BaselineDispatchPerSec, _, err = flowScenario(ctx, 4, *sample, 64, *sample, nil); err != nil {
+	if res.BaselineDispatchPerSec, _, err = flowScenario(ctx, 4, *sample, 64, *sample, 0, nil); err != nil {
 		return err
 	}
 	say("  %.0f dispatched/s", res.BaselineDispatchPerSec)
 
 	say("many keys: %d keys × parallelism 1, 2 deliveries each", *keys)
 	res.Keys = *keys
-	if res.KeysDispatchPerSec, _, err = flowScenario(ctx, *keys, 2**keys, 1, 2**keys, nil); err != nil {
+	if res.KeysDispatchPerSec, _, err = flowScenario(ctx, *keys, 2**keys, 1, 2**keys, 0, nil); err != nil {
 		return err
 	}
 	res.KeysLossPct = lossPct(res.BaselineDispatchPerSec, res.KeysDispatchPerSec)
@@ -77,15 +79,22 @@ func runBenchFlow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	res.Queued = *queued
 	mem := &memProbe{}
 	var wake []time.Duration
-	if res.QueuedDispatchPerSec, wake, err = flowScenario(ctx, 4, *queued, 64, *sample, mem); err != nil {
+	if res.QueuedDispatchPerSec, wake, err = flowScenario(ctx, 4, *queued, 64, *sample, 0, mem); err != nil {
 		return err
 	}
-	res.WakeP50Ms, res.WakeP99Ms = percentileMs(wake, 0.50), percentileMs(wake, 0.99)
+	res.SaturatedWakeP50Ms, res.SaturatedWakeP99Ms = percentileMs(wake, 0.50), percentileMs(wake, 0.99)
 	res.QueuedLossPct = lossPct(res.BaselineDispatchPerSec, res.QueuedDispatchPerSec)
 	res.HeapBytesPerQueued = round1(float64(mem.heap) / float64(*queued))
 	res.RSSBytesPerQueued = round1(float64(mem.rss) / float64(*queued))
-	say("  %.0f dispatched/s (%.1f %% loss), %.0f heap bytes and %.0f RSS bytes per queued delivery, wake p50 %.3f ms p99 %.3f ms (%d wakes)",
-		res.QueuedDispatchPerSec, res.QueuedLossPct, res.HeapBytesPerQueued, res.RSSBytesPerQueued, res.WakeP50Ms, res.WakeP99Ms, len(wake))
+	say("  %.0f dispatched/s (%.1f %% loss), %.0f heap bytes and %.0f RSS bytes per queued delivery; at saturation wake p50 %.3f ms p99 %.3f ms",
+		res.QueuedDispatchPerSec, res.QueuedLossPct, res.HeapBytesPerQueued, res.RSSBytesPerQueued, res.SaturatedWakeP50Ms, res.SaturatedWakeP99Ms)
+
+	say("wake: 200 keys × parallelism 1, 20 deliveries each, the endpoint takes 5 ms per request")
+	if _, wake, err = flowScenario(ctx, 200, 4000, 1, 4000, 5*time.Millisecond, nil); err != nil {
+		return err
+	}
+	res.WakeP50Ms, res.WakeP99Ms = percentileMs(wake, 0.50), percentileMs(wake, 0.99)
+	say("  wake p50 %.3f ms p99 %.3f ms (%d wakes)", res.WakeP50Ms, res.WakeP99Ms, len(wake))
 
 	line, _ := json.Marshal(res)
 	fmt.Fprintln(stdout, string(line))
@@ -111,7 +120,8 @@ type memProbe struct{ heap, rss int64 }
 // attempts and the durable outcome of each. It publishes n deliveries over `keys` keys of
 // the given parallelism and times the first `timed` starts. It returns starts per second
 // and the wake latencies (a slot's release → the waiting delivery it admitted being sent).
-func flowScenario(ctx context.Context, keys, n, parallelism, timed int, mem *memProbe) (float64, []time.Duration, error) {
+// serviceTime makes the endpoint take that long per request.
+func flowScenario(ctx context.Context, keys, n, parallelism, timed int, serviceTime time.Duration, mem *memProbe) (float64, []time.Duration, error) {
 	dir, err := os.MkdirTemp("", "duraton-bench-flow-")
 	if err != nil {
 		return 0, nil, err
@@ -127,6 +137,7 @@ func flowScenario(ctx context.Context, keys, n, parallelism, timed int, mem *mem
 	}
 
 	ep := newBenchEndpoint(timed)
+	ep.serviceTime = serviceTime
 	engine := delivery.New(delivery.Config{
 		Transport: ep, Logger: discardLogger(), MaxInFlight: 1024,
 		Hooks: delivery.Hooks{Woken: ep.woken},
@@ -213,9 +224,10 @@ func readMem() memSample {
 
 // benchEndpoint answers every attempt at once and measures starts and wake latency.
 type benchEndpoint struct {
-	want   int64
-	starts atomic.Int64
-	done   chan struct{}
+	want        int64
+	serviceTime time.Duration // how long each request takes
+	starts      atomic.Int64
+	done        chan struct{}
 
 	mu    sync.Mutex
 	first time.Time
@@ -253,6 +265,9 @@ func (b *benchEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
 		b.last = now
 		b.mu.Unlock()
 		close(b.done)
+	}
+	if b.serviceTime > 0 {
+		time.Sleep(b.serviceTime)
 	}
 	return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
 }
