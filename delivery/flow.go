@@ -81,11 +81,11 @@ func ringOfProject(p string) string { return "project:" + p }
 
 // flowState is the dispatcher's flow-control state.
 type flowState struct {
-	queues    map[flowID]*flowQueue
-	ceilings  map[string]*flowctl.Ceiling
-	inFlight  map[string]int // per project, every delivery (for globalParallelism)
-	rings     map[string][]*flowQueue
-	timers    timerHeap
+	queues   map[flowID]*flowQueue
+	ceilings map[string]*flowctl.Ceiling
+	inFlight map[string]int // per project, every delivery (for globalParallelism)
+	rings    map[string][]*flowQueue
+	timers   timerHeap
 }
 
 func newFlowState() flowState {
