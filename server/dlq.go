@@ -90,11 +90,17 @@ func (h *dlqHandlers) deleteOne(c echo.Context) error {
 }
 
 func (h *dlqHandlers) deleteMany(c echo.Context) error {
-	entries, next, err := h.selection(c)
+	return deleteSelected(c, h.selection, h.engine.DeleteDLQ)
+}
+
+// deleteSelected deletes one page of dead letters chosen by selection and answers with
+// how many it deleted and where the next page starts.
+func deleteSelected(c echo.Context, selection func(echo.Context) ([]delivery.DLQEntry, string, error), del func(project string, ids []string) (int, error)) error {
+	entries, next, err := selection(c)
 	if err != nil {
 		return err
 	}
-	n, err := h.engine.DeleteDLQ(projectOf(c), dlqIDs(entries))
+	n, err := del(projectOf(c), dlqIDs(entries))
 	if err != nil {
 		return err
 	}

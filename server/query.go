@@ -34,17 +34,27 @@ type filters struct {
 	fromMs, toMs                                                                         int64
 }
 
+// parseCount reads the optional count parameter: def when absent, capped at max.
+func parseCount(c echo.Context, def, max int) (int, error) {
+	v := c.QueryParam("count")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, badRequest("count: want a positive integer, got %q", v)
+	}
+	return min(n, max), nil
+}
+
 // parseList reads count, cursor (an id with the given prefix, or a unix-ms timestamp
 // meaning "before this time", as the SDK documents), the repeated idParam, and filters.
 func parseList(c echo.Context, idParam, cursorPrefix string, idAt func(time.Time) string) (listQuery, error) {
 	q := c.QueryParams()
-	lq := listQuery{count: defaultCount}
-	if v := q.Get("count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return lq, badRequest("count: want a positive integer, got %q", v)
-		}
-		lq.count = min(n, maxCount)
+	lq := listQuery{}
+	var err error
+	if lq.count, err = parseCount(c, defaultCount, maxCount); err != nil {
+		return lq, err
 	}
 	if v := q.Get("cursor"); v != "" {
 		switch {
@@ -61,11 +71,9 @@ func parseList(c echo.Context, idParam, cursorPrefix string, idAt func(time.Time
 	if len(lq.ids) > maxIDs {
 		return lq, badRequest("%s: at most %d ids", idParam, maxIDs)
 	}
-	f, err := parseFilters(q)
-	if err != nil {
+	if lq.f, err = parseFilters(q); err != nil {
 		return lq, err
 	}
-	lq.f = f
 	return lq, nil
 }
 

@@ -131,15 +131,7 @@ func (h *workflowDLQHandlers) deleteOne(c echo.Context) error {
 }
 
 func (h *workflowDLQHandlers) deleteMany(c echo.Context) error {
-	entries, next, err := h.selection(c)
-	if err != nil {
-		return err
-	}
-	n, err := h.engine.DeleteDLQ(projectOf(c), dlqIDs(entries))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, dlqDeleteResponse{Deleted: n, Cursor: next})
+	return deleteSelected(c, h.selection, h.engine.DeleteDLQ)
 }
 
 type resumedRunView struct {

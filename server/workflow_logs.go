@@ -143,13 +143,9 @@ func (h *runLogHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	count := defaultCount
-	if v := c.QueryParam("count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return badRequest("count: want a positive integer, got %q", v)
-		}
-		count = min(n, maxCount)
+	count, err := parseCount(c, defaultCount, maxCount)
+	if err != nil {
+		return err
 	}
 	after, err := parseRunCursor(c.QueryParam("cursor"))
 	if err != nil {

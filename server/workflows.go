@@ -115,13 +115,9 @@ func (h *workflowHandlers) cancelMany(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := maxBulkRunCancel
-	if v := q.Get("count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return badRequest("count: want a positive integer, got %q", v)
-		}
-		limit = min(n, maxBulkRunCancel)
+	limit, err := parseCount(c, maxBulkRunCancel, maxBulkRunCancel)
+	if err != nil {
+		return err
 	}
 	n, err := h.engine.CancelRuns(projectOf(c), ids, f.match, limit)
 	if err != nil {
