@@ -151,6 +151,7 @@ type Engine struct {
 	ids    storage.IDGen
 	keys   keyCache
 	disp   *dispatcher
+	flowMu sync.Mutex // orders operator changes to flow-control keys with their storage
 
 	mu       sync.Mutex
 	started  bool

@@ -150,6 +150,13 @@ func (d *dispatcher) pump(ctx context.Context, q *flowQueue, now time.Time, limi
 // pumpWoken is pump for starts caused by the release at wokenAt (for the Woken hook).
 func (d *dispatcher) pumpWoken(ctx context.Context, q *flowQueue, now time.Time, limit int, wokenAt time.Time) {
 	for started := 0; q.waiting.Len() > 0 && (limit < 0 || started < limit); started++ {
+		if head, _ := q.waiting.Min(); !d.stillDue(head.entry(q)) {
+			// Cancelled or ended while it waited: it leaves without taking anything.
+			q.waiting.DeleteMin()
+			q.key.Unask(head.limits)
+			started--
+			continue
+		}
 		if d.inFlight >= d.e.cfg.MaxInFlight {
 			d.block(q, "engine in-flight cap", now)
 			d.joinRing(q, ringEngine)
@@ -177,7 +184,39 @@ func (d *dispatcher) pumpWoken(ctx context.Context, q *flowQueue, now time.Time,
 	}
 	if q.waiting.Len() > 0 && limit >= 0 {
 		// A turn taken from a ring: go to the back of it so other keys get theirs.
-		d.joinRing(q, q.ringWanted(d))
+		ring := q.ringWanted(d)
+		reason := "engine in-flight cap"
+		if ring != ringEngine {
+			reason = d.ceiling(q.id.project).String()
+		}
+		d.block(q, reason, now)
+		d.joinRing(q, ring)
+	}
+}
+
+// stillDue reports whether a waiting delivery's message is still pending: a cancel, or
+// the end of its run, removes it from storage but not from the waitlist.
+func (d *dispatcher) stillDue(e storage.DueEntry) bool {
+	ok := true
+	_ = d.e.store.View(func(tx *storage.Tx) error {
+		ok = tx.HasDue(e)
+		return nil
+	})
+	return ok
+}
+
+// forgetWaiting removes a cancelled message from its waitlist at once, so the key's
+// waitlist size is right even while the key cannot start anything.
+func (d *dispatcher) forgetWaiting(e storage.DueEntry) {
+	d.lock()
+	defer d.unlock()
+	q := d.flow.queues[flowID{e.Project, e.FlowKey}]
+	if q == nil {
+		return
+	}
+	if item, found := q.waiting.Delete(newWaitItem(e, time.Time{})); found {
+		q.key.Unask(item.limits)
+		d.evictIfIdle(q, d.e.now())
 	}
 }
 
@@ -224,11 +263,17 @@ func (d *dispatcher) releaseFlow(ctx context.Context, e storage.DueEntry, adm ad
 		if q.id.key != "" {
 			q.key.Unask(e.Limits)
 		}
-		d.pumpWoken(ctx, q, now, -1, now)
-		d.pumpRing(ctx, ringOfProject(q.id.project), now, func() bool {
-			c := d.ceiling(q.id.project)
-			return c.Limit <= 0 || c.InFlight < c.Limit
-		})
+		if c := d.ceiling(q.id.project); c.Limit > 0 {
+			// The freed ceiling slot is shared: q takes its turn behind the keys that
+			// were already waiting for one, so a busy key cannot starve the others.
+			if q.waiting.Len() > 0 {
+				d.block(q, c.String(), now)
+				d.joinRing(q, ringOfProject(q.id.project))
+			}
+			d.pumpRing(ctx, ringOfProject(q.id.project), now, func() bool { return c.InFlight < c.Limit })
+		} else {
+			d.pumpWoken(ctx, q, now, -1, now)
+		}
 		d.evictIfIdle(q, now)
 	}
 	d.pumpRing(ctx, ringEngine, now, func() bool { return d.inFlight < d.e.cfg.MaxInFlight })

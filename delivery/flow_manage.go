@@ -110,15 +110,25 @@ func (e *Engine) UnpinFlowKey(project, key string, parallelism, rate bool) error
 
 // ResetFlowKeyRate forgets a key's recent starts, so its rate window starts afresh.
 func (e *Engine) ResetFlowKeyRate(project, key string) error {
+	e.flowMu.Lock()
+	defer e.flowMu.Unlock()
 	if err := e.store.Update(func(tx *storage.Tx) error { return tx.ResetRate(project, key) }); err != nil {
 		return err
 	}
-	return e.changeFlowKey(project, key, func(k *flowctl.Key) { k.Window.Reset() })
+	return e.changeFlowKeyLocked(project, key, func(k *flowctl.Key) { k.Window.Reset() })
 }
 
 // changeFlowKey applies an operator change to a key, persists its settings and lets
 // whatever the change allows start.
 func (e *Engine) changeFlowKey(project, key string, change func(*flowctl.Key)) error {
+	e.flowMu.Lock()
+	defer e.flowMu.Unlock()
+	return e.changeFlowKeyLocked(project, key, change)
+}
+
+// changeFlowKeyLocked is changeFlowKey for a caller holding flowMu, which keeps the
+// stored settings in the order the changes were made.
+func (e *Engine) changeFlowKeyLocked(project, key string, change func(*flowctl.Key)) error {
 	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
 		return err // validates the key's syntax
 	}

@@ -243,3 +243,60 @@ func TestStepOverrideGatesUnderItsOwnKeyOnly(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+func TestCeilingTakesTurnsAcrossKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		ep.hold = func(*http.Request) { time.Sleep(time.Second) }
+		e, store := bubbleEngine(t, ep, Config{ProjectCeiling: 1})
+		defer store.Close()
+		defer e.Stop()
+		var order []string
+		var mu sync.Mutex
+		hold := ep.hold
+		ep.hold = func(r *http.Request) {
+			mu.Lock()
+			order = append(order, r.URL.Path)
+			mu.Unlock()
+			hold(r)
+		}
+		for _, key := range []string{"a", "a", "a", "b", "b"} {
+			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/" + key, Method: "POST", FlowControl: keyed(key, 5, 0, 0)}})
+			require.NoError(t, err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		// a1 starts at once; a then b joined the ring in that order, and from then on the
+		// keys alternate instead of a keeping the slot until it is empty.
+		require.Equal(t, []string{"/a", "/a", "/b", "/a", "/b"}, order, "a busy key does not keep the shared slot: keys take turns")
+	})
+}
+
+func TestCancelledWaitingMessageTakesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		e, store := bubbleEngine(t, ep, Config{})
+		defer store.Close()
+		defer e.Stop()
+		publish := func() string {
+			res, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/r", Method: "POST", FlowControl: keyed("r", 0, 1, time.Minute)}})
+			require.NoError(t, err)
+			return res[0].MessageID
+		}
+		publish()
+		waiting := publish()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, 1, e.FlowKey(testProject, "r").WaitListSize)
+		n, err := e.Cancel(testProject, []string{waiting}, nil, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, 0, e.FlowKey(testProject, "r").WaitListSize, "a cancelled message leaves the waitlist at once")
+
+		require.NoError(t, e.ResetFlowKeyRate(testProject, "r"))
+		publish()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Len(t, ep.startsOf("/r"), 2, "after resetRate the next message starts; the cancelled one used nothing")
+	})
+}

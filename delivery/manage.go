@@ -76,6 +76,7 @@ func (e *Engine) Cancel(project string, ids []string, keep func(*Message) bool, 
 			if m.Queue != "" {
 				e.disp.forget(project, m.Queue, m.ID)
 			}
+			e.disp.forgetWaiting(storage.DueOf(m))
 		}
 	}
 	return cancelled, err

@@ -119,7 +119,7 @@ func ParsePeriod(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, errors.New("not a duration")
 	}
-	if d <= 0 || d > MaxPeriod {
+	if d < time.Second || d > MaxPeriod {
 		return 0, fmt.Errorf("must be between 1s and %s", MaxPeriod)
 	}
 	return d, nil

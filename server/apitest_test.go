@@ -52,6 +52,8 @@ type envOptions struct {
 	serveMode bool
 	// config adjusts the server config before server.New (limits).
 	config func(*Config)
+	// engine adjusts the delivery engine's config before delivery.New (project ceiling).
+	engine func(*delivery.Config)
 }
 
 // apiEnv is one running server with its own store, engine and recording endpoint.
@@ -91,11 +93,15 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 		policy.Allow = netguard.LoopbackPrefixes()
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	env.Engine = delivery.New(delivery.Config{
+	engineCfg := delivery.Config{
 		Destinations: policy,
 		DrainTimeout: 5 * time.Second,
 		Logger:       quiet,
-	}, store)
+	}
+	if opts.engine != nil {
+		opts.engine(&engineCfg)
+	}
+	env.Engine = delivery.New(engineCfg, store)
 	cfg := Config{CheckDestination: policy.CheckURL, Logger: quiet}
 	if opts.config != nil {
 		opts.config(&cfg)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -64,10 +65,13 @@ func toFlowControlInfo(i delivery.FlowInfo) flowControlInfo {
 	return v
 }
 
-// flowKeyParam validates the key in the path.
+// flowKeyParam validates the key in the path (percent-escapes decoded).
 func flowKeyParam(c echo.Context) (string, error) {
-	key := c.Param("key")
-	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
+	key, err := url.PathUnescape(c.Param("key"))
+	if err != nil {
+		key = c.Param("key")
+	}
+	if cfg, err := flowctl.Parse(key, "parallelism=1"); err != nil || cfg.Key != key {
 		return "", badRequest("flow-control key %q must match ^[a-zA-Z0-9\\-_.]+$ and be at most %d bytes", key, flowctl.MaxKeyLen)
 	}
 	return key, nil
