@@ -106,7 +106,7 @@ func (d *dispatcher) ceiling(project string) *flowctl.Ceiling {
 
 // needsFlow reports whether an entry goes through a waitlist.
 func (d *dispatcher) needsFlow(e storage.DueEntry) bool {
-	return e.FlowKey != "" || d.e.cfg.ProjectCeiling > 0
+	return !e.Timer && (e.FlowKey != "" || d.e.cfg.ProjectCeiling > 0)
 }
 
 func (d *dispatcher) queue(id flowID) *flowQueue {

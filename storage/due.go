@@ -23,6 +23,9 @@ type DueEntry struct {
 	// OrderAt orders deliveries waiting on one flow-control key: older runs first (the
 	// run's creation time in unix ms, or the message's for plain messages).
 	OrderAt int64
+	// Timer marks an entry that sends nothing (a workflow wait's timeout): no flow-control
+	// slot applies to it.
+	Timer bool
 
 	// Msg optionally carries the message itself in memory, so a freshly published message
 	// is sent without being read back. It is never stored.
@@ -38,13 +41,13 @@ func (e DueEntry) Key() []byte {
 }
 
 // value encodes the entry's fields after the key: project, queue, flow key, parallelism,
-// rate, period (ms) and order, separated by NUL. Names never contain NUL (they are
+// rate, period (ms), order and the timer flag, separated by NUL. Names never contain NUL (they are
 // validated against token patterns).
 func (e DueEntry) value() []byte {
 	var b bytes.Buffer
 	for i, f := range []string{e.Project, e.Queue, e.FlowKey,
 		strconv.Itoa(e.Limits.Parallelism), strconv.Itoa(e.Limits.Rate),
-		strconv.FormatInt(e.Limits.Period.Milliseconds(), 10), strconv.FormatInt(e.OrderAt, 10)} {
+		strconv.FormatInt(e.Limits.Period.Milliseconds(), 10), strconv.FormatInt(e.OrderAt, 10), strconv.FormatBool(e.Timer)} {
 		if i > 0 {
 			b.WriteByte(0)
 		}
@@ -59,7 +62,7 @@ func decodeDue(k, v []byte) (DueEntry, error) {
 	}
 	e := DueEntry{DueAt: int64(binary.BigEndian.Uint64(k[:8])), MessageID: string(k[8:])}
 	f := bytes.Split(v, []byte{0})
-	for len(f) < 7 {
+	for len(f) < 8 {
 		f = append(f, nil) // entries written before flow control had two fields
 	}
 	e.Project, e.Queue, e.FlowKey = string(f[0]), string(f[1]), string(f[2])
@@ -68,12 +71,13 @@ func decodeDue(k, v []byte) (DueEntry, error) {
 	period, _ := strconv.ParseInt(string(f[5]), 10, 64)
 	e.Limits.Period = msDuration(period)
 	e.OrderAt, _ = strconv.ParseInt(string(f[6]), 10, 64)
+	e.Timer = string(f[7]) == "true"
 	return e, nil
 }
 
 // DueOf is the due entry of a message.
 func DueOf(m *Message) DueEntry {
-	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt}
+	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt, Timer: m.Kind == KindWaitTimeout}
 	if e.OrderAt == 0 {
 		e.OrderAt = m.CreatedAt
 	}
