@@ -185,12 +185,14 @@ func (d *dispatcher) dispatchDue(ctx context.Context) (time.Duration, error) {
 	d.lock()
 	defer d.unlock()
 	now := d.e.now()
-	nextTimer := d.fireTimers(ctx, now)
-	wait := func(d time.Duration) time.Duration {
-		if nextTimer != 0 {
-			d = min(d, time.Duration(nextTimer-now.UnixNano()))
+	d.fireTimers(ctx, now)
+	// wait caps a sleep at the next flow-control wake-up, read when the loop ends: this
+	// pass may have scheduled new ones.
+	wait := func(w time.Duration) time.Duration {
+		if len(d.flow.timers) > 0 {
+			w = min(w, time.Duration(d.flow.timers[0].at-now.UnixNano()))
 		}
-		return d
+		return max(w, 0)
 	}
 	for {
 		if d.inFlight >= d.e.cfg.MaxInFlight {

@@ -194,6 +194,16 @@ func (d *dispatcher) pumpWoken(ctx context.Context, q *flowQueue, now time.Time,
 	}
 }
 
+// moveRateStart moves an admitted delivery's rate start to the time it is sent and
+// returns that time.
+func (d *dispatcher) moveRateStart(adm admission, at time.Time) int64 {
+	d.lock()
+	defer d.unlock()
+	to := max(at.UnixNano(), adm.rateStart)
+	adm.flow.key.Window.Move(adm.rateStart, to)
+	return to
+}
+
 // stillDue reports whether a waiting delivery's message is still pending: a cancel, or
 // the end of its run, removes it from storage but not from the waitlist.
 func (d *dispatcher) stillDue(e storage.DueEntry) bool {

@@ -80,8 +80,10 @@ func (e *Engine) attempt(ctx context.Context, entry storage.DueEntry, adm admiss
 		return
 	}
 	if adm.rateStart != 0 {
-		// The start counts against the key's rate after a restart too: it is made durable
-		// before the request leaves, so a crash cannot turn into a burst.
+		// The start counts from when the request leaves, not from its admission: the
+		// window moves its start to now. And it counts after a restart too: it is made
+		// durable before the request leaves, so a crash cannot turn into a burst.
+		adm.rateStart = e.disp.moveRateStart(adm, e.now())
 		if err := e.store.Update(func(tx *storage.Tx) error {
 			return tx.AppendRateStart(entry.Project, entry.FlowKey, adm.rateStart, int64(adm.ratePeriod))
 		}); err != nil {

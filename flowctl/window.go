@@ -52,6 +52,20 @@ func (w *Window) Take(now time.Time, keep int) {
 	}
 }
 
+// Move changes a recorded start from `from` to the later time `to` (when the delivery
+// was admitted at `from` but left at `to`), keeping the starts in order.
+func (w *Window) Move(from, to int64) {
+	for i, s := range w.starts {
+		if s == from {
+			w.starts[i] = to
+			for j := i; j+1 < len(w.starts) && w.starts[j] > w.starts[j+1]; j++ {
+				w.starts[j], w.starts[j+1] = w.starts[j+1], w.starts[j]
+			}
+			return
+		}
+	}
+}
+
 // Starts returns the recorded starts, oldest first (for persistence).
 func (w *Window) Starts() []int64 { return append([]int64(nil), w.starts...) }
 

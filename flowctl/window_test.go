@@ -163,3 +163,16 @@ func TestWindowRestoreReset(t *testing.T) {
 	ok, _ = w.Allows(at(time.Second), 2, 5*time.Second)
 	require.True(t, ok)
 }
+
+func TestWindowMoveKeepsOrder(t *testing.T) {
+	t.Parallel()
+	var w Window
+	base := time.Unix(100, 0)
+	for i := 0; i < 3; i++ {
+		w.Take(base.Add(time.Duration(i)*time.Second), 5)
+	}
+	w.Move(base.UnixNano(), base.Add(5*time.Second).UnixNano())
+	require.Equal(t, []int64{base.Add(time.Second).UnixNano(), base.Add(2 * time.Second).UnixNano(), base.Add(5 * time.Second).UnixNano()}, w.Starts())
+	w.Move(12345, 67890) // unknown start: no change
+	require.Len(t, w.Starts(), 3)
+}

@@ -256,6 +256,7 @@ export class Host {
       body: "",
       status: undefined,
       respBody: undefined,
+      doneAt: undefined, // Date.now() right after the answer was handed to the socket
     };
     this.records.push(rec);
     const chunks = [];
@@ -268,6 +269,7 @@ export class Host {
           rec.status = 404;
           res.writeHead(404, { "content-type": "text/plain" });
           res.end(`no route ${pathname}`);
+          rec.doneAt = Date.now();
           return;
         }
         if (route.kind === "plain") {
@@ -276,6 +278,7 @@ export class Host {
           rec.respBody = out.body ?? "";
           res.writeHead(rec.status, out.headers ?? {});
           res.end(rec.respBody);
+          rec.doneAt = Date.now();
           return;
         }
         const headers = new Headers();
@@ -294,11 +297,13 @@ export class Host {
         rec.respHeaders = Object.fromEntries(webRes.headers.entries());
         res.writeHead(webRes.status, rec.respHeaders);
         res.end(text);
+        rec.doneAt = Date.now();
       } catch (e) {
         rec.status = 599;
         rec.respBody = `host error: ${e?.stack ?? e}`;
         if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
         res.end(rec.respBody);
+        rec.doneAt = Date.now();
       }
     });
   }
