@@ -1,0 +1,180 @@
+package sdk
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Context is what a workflow route sees on each delivery: the run, the initial payload,
+// the delivery's headers, and the steps recorded so far. Step functions (Run, Sleep,
+// Call, ...) replay recorded steps and run or schedule the first new one; after that one
+// the route is stopped for this delivery and resumes on the next.
+type Context struct {
+	// RunID is the workflow run id; URL the workflow's URL.
+	RunID, URL string
+	// Headers are the delivery's headers without Upstash-Workflow-* and signature headers.
+	Headers http.Header
+	// Labels are the run's labels.
+	Labels []string
+	// Retried is how many times this delivery was retried.
+	Retried int
+	// RunCreatedAt is when the run was created.
+	RunCreatedAt time.Time
+
+	payload []byte
+	flow    *FlowControl
+	steps   map[int]recordedStep // by stepId (results)
+	plans   map[int]recordedStep // by targetStep (plan steps)
+	last    recordedStep         // the entry this delivery ends with
+	next    int                  // the id the next step call gets
+
+	h *handler
+	r *http.Request
+}
+
+// recordedStep is a step object of the history (protocol §5.4).
+type recordedStep struct {
+	StepID      int             `json:"stepId"`
+	StepName    string          `json:"stepName"`
+	StepType    string          `json:"stepType"`
+	Out         json.RawMessage `json:"out,omitempty"`
+	Concurrent  int             `json:"concurrent"`
+	TargetStep  int             `json:"targetStep,omitempty"`
+	WaitTimeout bool            `json:"waitTimeout,omitempty"`
+	SleepFor    any             `json:"sleepFor,omitempty"`
+	SleepUntil  any             `json:"sleepUntil,omitempty"`
+}
+
+// outString returns the step's out as the string the SDKs put there (a JSON string whose
+// content is the JSON-encoded result).
+func (s recordedStep) outString() string {
+	var str string
+	if json.Unmarshal(s.Out, &str) == nil {
+		return str
+	}
+	return string(s.Out) // an SDK that wrote an object
+}
+
+// Payload is the run's initial payload, as triggered.
+func (c *Context) Payload() []byte { return c.payload }
+
+// DecodePayload decodes the initial payload as JSON into v.
+func (c *Context) DecodePayload(v any) error { return json.Unmarshal(c.payload, v) }
+
+// FlowControl is the flow-control configuration this delivery was admitted under (the
+// run's, or a step's own), or nil (protocol §12.2).
+func (c *Context) FlowControl() *FlowControl { return c.flow }
+
+// historyEntry is one element of the delivered history (protocol §5.3).
+type historyEntry struct {
+	MessageID string `json:"messageId"`
+	Body      string `json:"body"`
+	CallType  string `json:"callType"`
+}
+
+// parseHistory reads the delivered history: the initial payload and the step objects.
+func (c *Context) parseHistory(body []byte) error {
+	var entries []historyEntry
+	if err := json.Unmarshal(body, &entries); err != nil {
+		return fmt.Errorf("workflow history: %w", err)
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("workflow history is empty")
+	}
+	c.steps, c.plans = map[int]recordedStep{}, map[int]recordedStep{}
+	for i, e := range entries {
+		raw, err := base64.StdEncoding.DecodeString(e.Body)
+		if err != nil {
+			return fmt.Errorf("workflow history entry %d: %w", i, err)
+		}
+		if i == 0 {
+			c.payload = raw
+			continue
+		}
+		if e.CallType != "" && e.CallType != "step" {
+			continue
+		}
+		var s recordedStep
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("workflow history entry %d: %w", i, err)
+		}
+		if s.StepID == 0 && s.TargetStep > 0 {
+			c.plans[s.TargetStep] = s
+		} else if _, dup := c.steps[s.StepID]; !dup {
+			c.steps[s.StepID] = s
+		}
+		c.last = s
+	}
+	c.next = 1
+	return nil
+}
+
+// readDeliveryHeaders fills the run fields from the delivery's headers.
+func (c *Context) readDeliveryHeaders(h http.Header) {
+	c.RunID = h.Get("Upstash-Workflow-Runid")
+	c.Retried, _ = strconv.Atoi(h.Get("Upstash-Retried"))
+	if ms, err := strconv.ParseInt(h.Get("Upstash-Workflow-Createdat"), 10, 64); err == nil {
+		c.RunCreatedAt = time.UnixMilli(ms)
+	}
+	if l := h.Get("Upstash-Label"); l != "" {
+		c.Labels = strings.Split(l, ",")
+	}
+	if key := h.Get("Upstash-Flow-Control-Key"); key != "" {
+		c.flow = parseFlowControl(key, h.Get("Upstash-Flow-Control-Value"))
+	}
+	c.Headers = http.Header{}
+	for k, v := range h {
+		if strings.HasPrefix(k, "Upstash-Workflow-") || k == "Upstash-Signature" {
+			continue
+		}
+		c.Headers[k] = v
+	}
+}
+
+// parseFlowControl reads "parallelism=N, rate=N, period=Ns".
+func parseFlowControl(key, value string) *FlowControl {
+	fc := &FlowControl{Key: key}
+	for _, item := range strings.Split(value, ",") {
+		name, val, _ := strings.Cut(strings.TrimSpace(item), "=")
+		switch strings.TrimSpace(name) {
+		case "parallelism":
+			fc.Parallelism, _ = strconv.Atoi(val)
+		case "rate":
+			fc.Rate, _ = strconv.Atoi(val)
+		case "period":
+			if d, err := time.ParseDuration(val); err == nil {
+				fc.Period = d
+			} else if n, err := strconv.Atoi(val); err == nil {
+				fc.Period = time.Duration(n) * time.Second
+			}
+		}
+	}
+	return fc
+}
+
+// recorded returns step id's recorded result, checking that the route still calls the
+// same step there.
+func (c *Context) recorded(id int, name, stepType string) (recordedStep, bool, error) {
+	s, ok := c.steps[id]
+	if !ok {
+		return s, false, nil
+	}
+	if s.StepName != name || (s.StepType != stepType && !(stepType == "Wait" && s.StepType == "WaitForWebhook")) {
+		return s, true, mismatch(id, name, stepType, s.StepName, s.StepType)
+	}
+	return s, true, nil
+}
+
+// stepObject is what the SDK publishes for a step.
+func stepObject(id int, name, stepType string, out any, concurrent int) map[string]any {
+	o := map[string]any{"stepId": id, "stepName": name, "stepType": stepType, "concurrent": concurrent}
+	if out != nil {
+		o["out"] = out
+	}
+	return o
+}

@@ -1,0 +1,375 @@
+package sdk
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// featureSet is what the SDKs announce on workflow messages (protocol §3.2).
+const featureSet = "LazyFetch,InitialBody,WF_DetectTrigger,WF_TriggerOnConfig"
+
+// stepMessage is one message a step publishes: a step object to the workflow URL (or,
+// for a call, a request to a third party), with extra headers.
+type stepMessage struct {
+	destination string // default: the workflow URL
+	body        any    // a step object (JSON-encoded) or raw []byte
+	header      map[string]string
+}
+
+// stepHeaders are the headers of a step publish (protocol §5.2), lower-cased as in
+// /v2/batch.
+func (c *Context) stepHeaders() map[string]string {
+	return map[string]string{
+		"upstash-workflow-init": "false", "upstash-workflow-runid": c.RunID, "upstash-workflow-url": c.URL,
+		"upstash-workflow-sdk-version": "1", "upstash-forward-upstash-workflow-sdk-version": "1",
+		"upstash-feature-set": featureSet, "upstash-method": "POST", "content-type": "application/json",
+	}
+}
+
+// publishSteps publishes step messages in one /v2/batch request.
+func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
+	type entry struct {
+		Destination string            `json:"destination"`
+		Headers     map[string]string `json:"headers"`
+		Body        *string           `json:"body,omitempty"`
+	}
+	entries := make([]entry, len(msgs))
+	for i, m := range msgs {
+		e := entry{Destination: c.URL, Headers: c.stepHeaders()}
+		if m.destination != "" {
+			e.Destination = m.destination
+		}
+		for k, v := range m.header {
+			if v == "" {
+				delete(e.Headers, k)
+			} else {
+				e.Headers[k] = v
+			}
+		}
+		switch b := m.body.(type) {
+		case nil:
+		case []byte:
+			s := string(b)
+			e.Body = &s
+		default:
+			raw, err := json.Marshal(b)
+			if err != nil {
+				return err
+			}
+			s := string(raw)
+			e.Body = &s
+		}
+		entries[i] = e
+	}
+	raw, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	return h.client.do(c.requestContext(), http.MethodPost, "/v2/batch", nil, http.Header{"Content-Type": {"application/json"}}, raw, nil)
+}
+
+// schedule publishes msgs and stops the route for this delivery.
+func (c *Context) schedule(msgs ...stepMessage) {
+	if err := c.h.publishSteps(c, msgs); err != nil {
+		panic(stepFailed{err})
+	}
+	panic(stepDone{condition: "success"})
+}
+
+// take gives the next step id.
+func (c *Context) take() int {
+	id := c.next
+	c.next++
+	return id
+}
+
+// StepOption configures one Run step.
+type StepOption func(*stepOptions)
+
+type stepOptions struct {
+	flow    *FlowControl
+	retries *int
+}
+
+// WithStepFlowControl gates this step under its own flow-control key, replacing the
+// run's configuration for it (Duraton's per-step override, protocol §12.1).
+func WithStepFlowControl(fc FlowControl) StepOption {
+	return func(o *stepOptions) { o.flow = &fc }
+}
+
+// WithStepRetries gives this step its own retry count (with WithStepFlowControl or alone).
+func WithStepRetries(n int) StepOption { return func(o *stepOptions) { o.retries = &n } }
+
+// Run executes fn once as the step name and records its result; on later deliveries the
+// recorded result is returned without calling fn.
+func Run[T any](c *Context, name string, fn func() (T, error), opts ...StepOption) (T, error) {
+	var zero T
+	id := c.take()
+	if s, ok, err := c.recorded(id, name, "Run"); err != nil {
+		return zero, err
+	} else if ok {
+		return decodeOut[T](s)
+	}
+	var o stepOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.flow != nil || o.retries != nil {
+		// A step with its own config runs in a delivery of its own, admitted under it:
+		// publish a plan step now and execute when that delivery arrives.
+		if plan, ok := c.plans[id]; !ok || c.last.StepID != 0 || c.last.TargetStep != id {
+			if ok && plan.StepName != name {
+				return zero, mismatch(id, name, "Run", plan.StepName, plan.StepType)
+			}
+			if !ok {
+				c.schedule(stepMessage{body: map[string]any{"stepId": 0, "stepName": name, "stepType": "Run", "concurrent": 1, "targetStep": id}, header: o.headers()})
+			}
+			panic(stepDone{condition: "discard"})
+		}
+	}
+	v, err := fn()
+	if err != nil {
+		return zero, err
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return zero, fmt.Errorf("step %q: encode result: %w", name, err)
+	}
+	c.schedule(stepMessage{body: stepObject(id, name, "Run", string(out), 1)})
+	return zero, nil // not reached
+}
+
+func (o stepOptions) headers() map[string]string {
+	h := map[string]string{}
+	if o.flow != nil {
+		h["upstash-flow-control-key"] = o.flow.Key
+		h["upstash-flow-control-value"] = o.flow.value()
+	}
+	if o.retries != nil {
+		h["upstash-retries"] = strconv.Itoa(*o.retries)
+	}
+	return h
+}
+
+// decodeOut decodes a recorded result.
+func decodeOut[T any](s recordedStep) (T, error) {
+	var v T
+	out := s.outString()
+	if out == "" {
+		return v, nil
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		return v, fmt.Errorf("step %q: decode recorded result: %w", s.StepName, err)
+	}
+	return v, nil
+}
+
+// Sleep pauses the run for d (durably: no process waits).
+func (c *Context) Sleep(name string, d time.Duration) error {
+	id := c.take()
+	if _, ok, err := c.recorded(id, name, "SleepFor"); ok || err != nil {
+		return err
+	}
+	secs := int64(d.Round(time.Second) / time.Second)
+	step := stepObject(id, name, "SleepFor", nil, 1)
+	step["sleepFor"] = secs
+	c.schedule(stepMessage{body: step, header: map[string]string{"upstash-delay": strconv.FormatInt(secs, 10) + "s"}})
+	return nil
+}
+
+// SleepUntil pauses the run until t.
+func (c *Context) SleepUntil(name string, t time.Time) error {
+	id := c.take()
+	if _, ok, err := c.recorded(id, name, "SleepUntil"); ok || err != nil {
+		return err
+	}
+	step := stepObject(id, name, "SleepUntil", nil, 1)
+	step["sleepUntil"] = t.Unix()
+	c.schedule(stepMessage{body: step, header: map[string]string{"upstash-not-before": strconv.FormatInt(t.Unix(), 10)}})
+	return nil
+}
+
+// CallRequest is an HTTP request Duraton makes on the run's behalf (context.call).
+type CallRequest struct {
+	URL         string
+	Method      string // default POST
+	Body        []byte
+	Header      http.Header
+	Retries     int
+	Timeout     time.Duration
+	FlowControl *FlowControl // gates the outbound request only
+}
+
+// CallResponse is the third party's answer.
+type CallResponse struct {
+	Status int                 `json:"status"`
+	Body   []byte              `json:"body"`
+	Header map[string][]string `json:"header"`
+}
+
+// Call has Duraton make an HTTP request (with its own retries) and returns the answer;
+// the run holds nothing while the request is under way.
+func (c *Context) Call(name string, req CallRequest) (CallResponse, error) {
+	id := c.take()
+	if s, ok, err := c.recorded(id, name, "Call"); err != nil {
+		return CallResponse{}, err
+	} else if ok {
+		return decodeOut[CallResponse](s)
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	h := map[string]string{
+		"upstash-workflow-calltype": "toCallback", "upstash-workflow-init": "false", "upstash-workflow-runid": c.RunID,
+		"upstash-workflow-url": c.URL, "upstash-feature-set": "WF_NoDelete,InitialBody", "upstash-method": method,
+		"upstash-retries": strconv.Itoa(req.Retries), "upstash-forward-upstash-workflow-sdk-version": "",
+		"upstash-callback": c.URL, "upstash-callback-workflow-runid": c.RunID, "upstash-callback-workflow-calltype": "fromCallback",
+		"upstash-callback-workflow-init": "false", "upstash-callback-workflow-url": c.URL, "upstash-callback-feature-set": featureSet,
+		"upstash-callback-forward-upstash-workflow-callback": "true", "upstash-callback-forward-upstash-workflow-stepid": strconv.Itoa(id),
+		"upstash-callback-forward-upstash-workflow-stepname": name, "upstash-callback-forward-upstash-workflow-steptype": "Call",
+		"upstash-callback-forward-upstash-workflow-concurrent": "1", "content-type": "application/json",
+	}
+	for k, vs := range req.Header {
+		if strings.EqualFold(k, "Content-Type") {
+			h["content-type"] = vs[0]
+			continue
+		}
+		h["upstash-forward-"+strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	h["upstash-callback-forward-upstash-workflow-contenttype"] = h["content-type"]
+	if req.Timeout > 0 {
+		h["upstash-timeout"] = strconv.Itoa(int(req.Timeout.Round(time.Second)/time.Second)) + "s"
+	}
+	if fc := req.FlowControl; fc != nil {
+		h["upstash-flow-control-key"], h["upstash-flow-control-value"] = fc.Key, fc.value()
+	}
+	c.schedule(stepMessage{destination: req.URL, body: nonNilBytes(req.Body), header: h})
+	return CallResponse{}, nil
+}
+
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// WaitResult is what a wait for an event returns: the event's data, or Timeout.
+type WaitResult struct {
+	Data    []byte
+	Timeout bool
+}
+
+// WaitForEvent waits until eventID is notified (Client.Notify) or timeout passes.
+func (c *Context) WaitForEvent(name, eventID string, timeout time.Duration) (WaitResult, error) {
+	return c.wait(name, "Wait", eventID, timeout)
+}
+
+func (c *Context) wait(name, stepType, eventID string, timeout time.Duration) (WaitResult, error) {
+	id := c.take()
+	if s, ok, err := c.recorded(id, name, stepType); err != nil {
+		return WaitResult{}, err
+	} else if ok {
+		if s.WaitTimeout {
+			return WaitResult{Timeout: true}, nil
+		}
+		data, err := base64.StdEncoding.DecodeString(s.outString())
+		if err != nil {
+			return WaitResult{}, fmt.Errorf("step %q: decode event: %w", name, err)
+		}
+		return WaitResult{Data: data}, nil
+	}
+	secs := max(1, int64(timeout.Round(time.Second)/time.Second))
+	timeoutHeaders := map[string][]string{}
+	for k, v := range c.stepHeaders() {
+		timeoutHeaders[k] = []string{v}
+	}
+	body, err := json.Marshal(map[string]any{
+		"url": c.URL, "timeout": strconv.FormatInt(secs, 10) + "s", "timeoutUrl": c.URL, "timeoutHeaders": timeoutHeaders,
+		"step": stepObject(id, name, stepType, nil, 1),
+	})
+	if err != nil {
+		return WaitResult{}, err
+	}
+	header := http.Header{}
+	for k, v := range c.stepHeaders() {
+		header.Set(k, v)
+	}
+	if err := c.h.client.do(c.requestContext(), http.MethodPost, "/v2/wait/"+url.PathEscape(eventID), nil, header, body, nil); err != nil {
+		panic(stepFailed{err})
+	}
+	panic(stepDone{condition: "success"})
+}
+
+// Notify notifies eventID with data as a step (recorded once).
+func (c *Context) Notify(name, eventID string, data []byte) ([]NotifyResult, error) {
+	return Run(c, name, func() ([]NotifyResult, error) {
+		return c.h.client.Notify(c.requestContext(), eventID, data)
+	})
+}
+
+// Webhook is a URL that resumes the run when called (CreateWebhook).
+type Webhook struct {
+	URL     string `json:"webhookUrl"`
+	EventID string `json:"eventId"`
+}
+
+// CreateWebhook makes a webhook URL for WaitForWebhook.
+func (c *Context) CreateWebhook(name string) (Webhook, error) {
+	return Run(c, name, func() (Webhook, error) {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		event := "evt_" + hex.EncodeToString(b[:])
+		return Webhook{URL: strings.TrimRight(c.h.cfg.baseURL, "/") + "/v2/workflows/hooks/" + userIDOf(c.h.cfg.token) + "/" + c.RunID + "/" + event, EventID: event}, nil
+	})
+}
+
+// userIDOf reads the UserID inside a base64 JSON token (the form Duraton issues).
+func userIDOf(token string) string {
+	raw, err := base64.StdEncoding.DecodeString(token)
+	if err != nil {
+		return ""
+	}
+	var t struct{ UserID string }
+	_ = json.Unmarshal(raw, &t)
+	return t.UserID
+}
+
+// WebhookCall is the request that called a webhook.
+type WebhookCall struct {
+	Method string              `json:"method"`
+	Header map[string][]string `json:"header"`
+	Body   []byte              `json:"body"`
+	Host   string              `json:"host"`
+	URL    string              `json:"url"`
+}
+
+// WaitForWebhook waits until the webhook is called (or timeout passes).
+func (c *Context) WaitForWebhook(name string, hook Webhook, timeout time.Duration) (WebhookCall, bool, error) {
+	res, err := c.wait(name, "WaitForWebhook", hook.EventID, timeout)
+	if err != nil || res.Timeout {
+		return WebhookCall{}, res.Timeout, err
+	}
+	var call WebhookCall
+	if err := json.Unmarshal(res.Data, &call); err != nil {
+		return WebhookCall{}, false, fmt.Errorf("step %q: decode webhook call: %w", name, err)
+	}
+	return call, false, nil
+}
+
+// Cancel ends the run as cancelled; nothing after it runs.
+func (c *Context) Cancel() error {
+	if err := c.h.client.do(c.requestContext(), http.MethodDelete, "/v2/workflows/runs/"+c.RunID, url.Values{"cancel": {"true"}}, nil, nil, nil); err != nil {
+		return err
+	}
+	panic(stepDone{condition: "canceled"})
+}
