@@ -31,6 +31,8 @@ Usage:
   duraton keys show   --project ID   print a project's signing keys
   duraton keys rotate --project ID   make the next signing key current and generate a new next key
   duraton bench publish [flags]      benchmark durable publish → delivery on this machine
+  duraton bench flow [flags]         benchmark flow-control dispatch, memory and wake latency
+  duraton bench workflow [flags]     benchmark Go SDK workflow runs (steps/s, latency, overhead)
 
 Run "duraton <command> -h" for the flags of a command.
 `

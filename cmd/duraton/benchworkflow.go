@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk"
+	"github.com/duraton/duraton/server/servertest"
+)
+
+// benchWorkflowResult is the JSON line `duraton bench workflow` ends with.
+type benchWorkflowResult struct {
+	Runs            int     `json:"runs"`
+	Steps           int     `json:"steps"`
+	Concurrency     int     `json:"concurrency"`
+	StepsPerSec     float64 `json:"steps_per_sec"`
+	RunsPerSec      float64 `json:"runs_per_sec"`
+	RunP50Ms        float64 `json:"run_latency_p50_ms"`
+	RunP99Ms        float64 `json:"run_latency_p99_ms"`
+	OverheadP50Ms   float64 `json:"step_overhead_p50_ms"`
+	OverheadP99Ms   float64 `json:"step_overhead_p99_ms"`
+	DuplicateRounds int64   `json:"duplicate_deliveries"`
+}
+
+func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench workflow", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runs := fs.Int("runs", 2000, "workflow runs")
+	steps := fs.Int("steps", 3, "noop steps per run")
+	conc := fs.Int("concurrency", 64, "runs in flight at once")
+	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if *runs < 1 || *steps < 1 || *steps > 100 || *conc < 1 || *conc > 10_000 {
+		return errors.New("want --runs ≥ 1, --steps 1..100, --concurrency 1..10000")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, err := benchWorkflow(ctx, *runs, *steps, *conc, progressWriter(stderr, *jsonOnly))
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(line))
+	return nil
+}
+
+// wfRecorder measures a benchmark's runs from inside the workflow route.
+type wfRecorder struct {
+	mu        sync.Mutex
+	started   map[string]time.Time     // run → trigger time
+	lastStep  map[string]time.Time     // run → when its last step function ran
+	done      map[string]chan struct{} // run → closed at its last delivery
+	finished  []time.Duration
+	overheads []time.Duration
+	dups      atomic.Int64
+}
+
+// benchWorkflow runs an in-process Duraton and a Go SDK workflow endpoint on loopback,
+// and pushes `runs` runs of an S-step noop workflow through them, `conc` at a time.
+// Run latency is trigger → the run's last delivery; step overhead is a step function's
+// end → the start of the delivery that follows it (publish, commit, dispatch, send).
+func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(done, total int)) (benchWorkflowResult, error) {
+	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: 512}})
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	defer srv.Close()
+	rec := &wfRecorder{started: map[string]time.Time{}, lastStep: map[string]time.Time{}, done: map[string]chan struct{}{}}
+	route := func(c *sdk.Context) (any, error) {
+		now := time.Now()
+		rec.mu.Lock()
+		if last, ok := rec.lastStep[c.RunID]; ok {
+			rec.overheads = append(rec.overheads, now.Sub(last))
+			delete(rec.lastStep, c.RunID)
+		}
+		rec.mu.Unlock()
+		for i := 0; i < steps; i++ {
+			if _, err := sdk.Run(c, "s"+strconv.Itoa(i), func() (int, error) {
+				rec.mu.Lock()
+				rec.lastStep[c.RunID] = time.Now()
+				rec.mu.Unlock()
+				return i, nil
+			}); err != nil {
+				return nil, err
+			}
+		}
+		rec.mu.Lock()
+		if ch, ok := rec.done[c.RunID]; ok {
+			rec.finished = append(rec.finished, time.Since(rec.started[c.RunID]))
+			close(ch)
+			delete(rec.done, c.RunID)
+		} else {
+			rec.dups.Add(1)
+		}
+		rec.mu.Unlock()
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	endpoint := &http.Server{Handler: sdk.Serve(route, sdk.WithServeEnv(srv.Env()))}
+	go endpoint.Serve(ln)
+	defer endpoint.Close()
+	url := "http://" + ln.Addr().String() + "/wf"
+	client, err := sdk.NewClient(sdk.WithEnv(srv.Env()), sdk.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}))
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+
+	var next, completed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				progress(int(completed.Load()), runs)
+			}
+		}
+	}()
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= runs || ctx.Err() != nil {
+					return
+				}
+				runID := "wfr_bench_" + strconv.Itoa(i)
+				ch := make(chan struct{})
+				rec.mu.Lock()
+				rec.done[runID], rec.started[runID] = ch, time.Now()
+				rec.mu.Unlock()
+				if _, err := client.Trigger(ctx, sdk.TriggerRequest{URL: url, RunID: runID, Body: []byte(`{}`)}); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				select {
+				case <-ch:
+					completed.Add(1)
+				case <-time.After(2 * time.Minute):
+					errOnce.Do(func() { firstErr = fmt.Errorf("run %s did not finish within 2 minutes", runID) })
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stopProgress)
+	if firstErr != nil {
+		return benchWorkflowResult{}, firstErr
+	}
+	progress(runs, runs)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return benchWorkflowResult{
+		Runs: runs, Steps: steps, Concurrency: conc,
+		StepsPerSec:     round1(float64(runs*steps) / elapsed.Seconds()),
+		RunsPerSec:      round1(float64(runs) / elapsed.Seconds()),
+		RunP50Ms:        percentileMs(rec.finished, 0.50),
+		RunP99Ms:        percentileMs(rec.finished, 0.99),
+		OverheadP50Ms:   percentileMs(rec.overheads, 0.50),
+		OverheadP99Ms:   percentileMs(rec.overheads, 0.99),
+		DuplicateRounds: rec.dups.Load(),
+	}, nil
+}
