@@ -85,7 +85,11 @@ func NewClient(opts ...ClientOption) (*Client, error) {
 		cfg.token = cfg.getenv("QSTASH_TOKEN")
 	}
 	if cfg.httpClient == nil {
-		cfg.httpClient = &http.Client{}
+		// A workflow endpoint publishes from many deliveries at once: keep enough idle
+		// connections to Duraton that each publish does not dial anew (the default is 2).
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		cfg.httpClient = &http.Client{Transport: t}
 	}
 	base := strings.TrimSuffix(cfg.baseURL, "/")
 	u, err := url.Parse(base)

@@ -33,6 +33,8 @@ type benchWorkflowResult struct {
 	OverheadP50Ms   float64 `json:"step_overhead_p50_ms"`
 	OverheadP99Ms   float64 `json:"step_overhead_p99_ms"`
 	DuplicateRounds int64   `json:"duplicate_deliveries"`
+	OpsPerCommit    float64 `json:"ops_per_commit"`
+	CommitMeanUs    float64 `json:"commit_mean_us"`
 }
 
 func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -188,10 +190,13 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 		return benchWorkflowResult{}, firstErr
 	}
 	progress(runs, runs)
+	st := srv.StoreStats()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return benchWorkflowResult{
-		Runs: runs, Steps: steps, Concurrency: conc,
+		OpsPerCommit: round1(float64(st.Ops) / float64(max(st.Commits, 1))),
+		CommitMeanUs: round1(float64(st.CommitTime.Microseconds()) / float64(max(st.Commits, 1))),
+		Runs:         runs, Steps: steps, Concurrency: conc,
 		StepsPerSec:     round1(float64(runs*steps) / elapsed.Seconds()),
 		RunsPerSec:      round1(float64(runs) / elapsed.Seconds()),
 		RunP50Ms:        percentileMs(rec.finished, 0.50),

@@ -90,6 +90,9 @@ func (s *Server) Env() func(string) string {
 	return func(k string) string { return vals[k] }
 }
 
+// StoreStats reports the store's group-commit totals.
+func (s *Server) StoreStats() storage.Stats { return s.store.Stats() }
+
 // Close stops the server: intake, then the engine, then the store.
 func (s *Server) Close() {
 	_ = s.srv.Shutdown(context.Background())
