@@ -114,6 +114,9 @@ func (e *Engine) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time
 	if err := tx.IndexRun(m.Project, run); err != nil {
 		return false, err
 	}
+	if err := tx.PutRun(m.Project, run); err != nil {
+		return false, err
+	}
 	m.CallType = CallStep
 	m.DetectTrigger = init.DetectTrigger
 	if init.UnknownSdk {
@@ -206,7 +209,8 @@ func (e *Engine) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Tim
 		m.HistoryLen = run.HistoryLen // up to and including its own entry
 		applyRun(m, run)
 	}
-	if err := tx.PutRun(m.Project, run); err != nil {
+	// Only the cursor changes: the run's record is not rewritten on every step.
+	if err := tx.PutRunCursor(m.Project, run); err != nil {
 		return err
 	}
 	return tx.LinkRunMessage(m.Project, run.ID, m.ID)

@@ -1,9 +1,12 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/duraton/duraton/flowctl"
 )
@@ -35,8 +38,10 @@ type Run struct {
 	State        string              `json:"state"`
 	Response     []byte              `json:"response,omitempty"`
 	HasResp      bool                `json:"hasResponse,omitempty"`
-	HistoryLen   int                 `json:"historyLen"`
-	HistoryBytes int64               `json:"historyBytes"`
+	// HistoryLen and HistoryBytes are kept in the run's own cursor record next to its
+	// history (see PutRunCursor), so appending a step does not rewrite this record.
+	HistoryLen   int   `json:"-"`
+	HistoryBytes int64 `json:"-"`
 	Retries      int                 `json:"retries"`
 	RetryDelay   string              `json:"retryDelay,omitempty"`
 	TimeoutMs    int64               `json:"timeoutMs,omitempty"`
@@ -94,26 +99,55 @@ type Waiter struct {
 
 const (
 	bucketRuns     = "runs"
-	bucketHistory  = "history"
 	bucketWaiters  = "waiters"
 	bucketLookback = "lookback"
-	bucketRunMsgs  = "runmsgs"
+	// bucketRunData holds everything a run accumulates, under keys that start with the
+	// run id, so one run's writes of a step land on the same page: its history
+	// (id 0x00 'h' seq), its step keys (id 0x00 's' key), its pending messages
+	// (id 0x00 'm' message id) and its cursor (id 0x00 'c': history length and bytes).
+	bucketRunData = "rundata"
 )
 
-func historyKey(runID string, seq int) []byte {
-	k := make([]byte, len(runID)+1+8)
-	copy(k, runID)
-	binary.BigEndian.PutUint64(k[len(runID)+1:], uint64(seq))
-	return k
+func runDataPrefix(runID string, kind byte) []byte {
+	k := make([]byte, 0, len(runID)+2+32)
+	return append(append(append(k, runID...), 0), kind)
 }
 
-// PutRun writes a run.
+func historyKey(runID string, seq int) []byte {
+	return binary.BigEndian.AppendUint64(runDataPrefix(runID, 'h'), uint64(seq))
+}
+
+// deletePrefix removes every key of b that starts with prefix.
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutRun writes a run, its cursor included.
 func (t *Tx) PutRun(project string, r *Run) error {
 	b, err := t.writeBucket(project, bucketRuns)
 	if err != nil {
 		return err
 	}
-	return put(b, r.ID, r)
+	if err := put(b, r.ID, r); err != nil {
+		return err
+	}
+	return t.PutRunCursor(project, r)
+}
+
+// PutRunCursor writes only a run's history length and size.
+func (t *Tx) PutRunCursor(project string, r *Run) error {
+	b, err := t.writeBucket(project, bucketRunData)
+	if err != nil {
+		return err
+	}
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(r.HistoryLen)), uint64(r.HistoryBytes))
+	return b.Put(runDataPrefix(r.ID, 'c'), v)
 }
 
 // Run reads a run.
@@ -121,6 +155,11 @@ func (t *Tx) Run(project, id string) (*Run, error) {
 	var r Run
 	if err := get(t.bucket(project, bucketRuns), id, &r); err != nil {
 		return nil, err
+	}
+	if b := t.bucket(project, bucketRunData); b != nil {
+		if v := b.Get(runDataPrefix(id, 'c')); len(v) == 16 {
+			r.HistoryLen, r.HistoryBytes = int(binary.BigEndian.Uint64(v[:8])), int64(binary.BigEndian.Uint64(v[8:]))
+		}
 	}
 	return &r, nil
 }
@@ -147,7 +186,7 @@ func (t *Tx) ForEachRun(project string, fn func(*Run) bool) error {
 
 // PutHistory writes history entry seq of a run.
 func (t *Tx) PutHistory(project, runID string, seq int, e *HistoryEntry) error {
-	b, err := t.writeBucket(project, bucketHistory)
+	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
 	}
@@ -160,14 +199,14 @@ func (t *Tx) PutHistory(project, runID string, seq int, e *HistoryEntry) error {
 
 // History reads the first n entries of a run's history.
 func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
-	b := t.bucket(project, bucketHistory)
+	b := t.bucket(project, bucketRunData)
 	if b == nil {
 		return nil, ErrNotFound
 	}
 	out := make([]HistoryEntry, 0, n)
 	c := b.Cursor()
-	prefix := append([]byte(runID), 0)
-	for k, v := c.Seek(historyKey(runID, 0)); k != nil && len(out) < n && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+	prefix := runDataPrefix(runID, 'h')
+	for k, v := c.Seek(prefix); k != nil && len(out) < n && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var e HistoryEntry
 		if err := json.Unmarshal(v, &e); err != nil {
 			return nil, fmt.Errorf("history %s: %w", runID, err)
@@ -179,13 +218,13 @@ func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
 
 // DeleteHistoryFrom removes a run's history entries from seq on.
 func (t *Tx) DeleteHistoryFrom(project, runID string, seq int) error {
-	b, err := t.writeBucket(project, bucketHistory)
+	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
 	}
-	prefix := append([]byte(runID), 0)
+	prefix := runDataPrefix(runID, 'h')
 	c := b.Cursor()
-	for k, _ := c.Seek(historyKey(runID, seq)); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, _ = c.Seek(historyKey(runID, seq)) {
+	for k, _ := c.Seek(historyKey(runID, seq)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(historyKey(runID, seq)) {
 		if err := c.Delete(); err != nil {
 			return err
 		}
@@ -277,32 +316,32 @@ func (t *Tx) TakeLookback(project, runID, eventID string) ([]byte, error) {
 // LinkRunMessage records that a pending message belongs to a run, so cancelling the run
 // can find it.
 func (t *Tx) LinkRunMessage(project, runID, messageID string) error {
-	b, err := t.writeBucket(project, bucketRunMsgs)
+	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
 	}
-	return b.Put([]byte(runID+"\x00"+messageID), nil)
+	return b.Put(append(runDataPrefix(runID, 'm'), messageID...), nil)
 }
 
 // UnlinkRunMessage removes the link of a message that ended.
 func (t *Tx) UnlinkRunMessage(project, runID, messageID string) error {
-	b, err := t.writeBucket(project, bucketRunMsgs)
+	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
 	}
-	return b.Delete([]byte(runID + "\x00" + messageID))
+	return b.Delete(append(runDataPrefix(runID, 'm'), messageID...))
 }
 
 // RunMessages lists the ids of a run's pending messages.
 func (t *Tx) RunMessages(project, runID string) ([]string, error) {
-	b := t.bucket(project, bucketRunMsgs)
+	b := t.bucket(project, bucketRunData)
 	if b == nil {
 		return nil, nil
 	}
 	var out []string
-	prefix := runID + "\x00"
+	prefix := runDataPrefix(runID, 'm')
 	c := b.Cursor()
-	for k, _ := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, _ = c.Next() {
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		out = append(out, string(k[len(prefix):]))
 	}
 	return out, nil
@@ -381,41 +420,32 @@ func (t *Tx) ListRuns(project string, after *RunCursor, count int, keep func(*Ru
 	return out, next, nil
 }
 
-const bucketStepKeys = "stepkeys"
-
 // StepMessage returns the message that recorded a step key in a run's history.
 func (t *Tx) StepMessage(project, runID, key string) (string, bool) {
-	b := t.bucket(project, bucketStepKeys)
+	b := t.bucket(project, bucketRunData)
 	if b == nil {
 		return "", false
 	}
-	v := b.Get([]byte(runID + "\x00" + key))
+	v := b.Get(append(runDataPrefix(runID, 's'), key...))
 	return string(v), v != nil
 }
 
 // PutStepKey records that a step key of a run is in its history.
 func (t *Tx) PutStepKey(project, runID, key, messageID string) error {
-	b, err := t.writeBucket(project, bucketStepKeys)
+	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
 	}
-	return b.Put([]byte(runID+"\x00"+key), []byte(messageID))
+	return b.Put(append(runDataPrefix(runID, 's'), key...), []byte(messageID))
 }
 
 // DeleteStepKeys forgets every step key of a run (its history was reset).
 func (t *Tx) DeleteStepKeys(project, runID string) error {
-	b, err := t.writeBucket(project, bucketStepKeys)
+	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
 	}
-	prefix := runID + "\x00"
-	c := b.Cursor()
-	for k, _ := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, _ = c.Seek([]byte(prefix)) {
-		if err := c.Delete(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return deletePrefix(b, runDataPrefix(runID, 's'))
 }
 
 // DeleteRun removes an ended run with its history, step keys and index entry.
@@ -423,10 +453,11 @@ func (t *Tx) DeleteRun(project string, r *Run) error {
 	if err := t.UnindexRun(project, r); err != nil {
 		return err
 	}
-	if err := t.DeleteHistoryFrom(project, r.ID, 0); err != nil {
+	data, err := t.writeBucket(project, bucketRunData)
+	if err != nil {
 		return err
 	}
-	if err := t.DeleteStepKeys(project, r.ID); err != nil {
+	if err := deletePrefix(data, append([]byte(r.ID), 0)); err != nil {
 		return err
 	}
 	b, err := t.writeBucket(project, bucketRuns)
