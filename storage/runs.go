@@ -31,17 +31,17 @@ const (
 // later message of the run (WF_TriggerOnConfig), and its state. The history lives in its
 // own bucket, one record per entry.
 type Run struct {
-	ID           string              `json:"id"`
-	URL          string              `json:"url"`
-	CreatedAt    int64               `json:"createdAt"`
-	EndedAt      int64               `json:"endedAt,omitempty"`
-	State        string              `json:"state"`
-	Response     []byte              `json:"response,omitempty"`
-	HasResp      bool                `json:"hasResponse,omitempty"`
+	ID        string `json:"id"`
+	URL       string `json:"url"`
+	CreatedAt int64  `json:"createdAt"`
+	EndedAt   int64  `json:"endedAt,omitempty"`
+	State     string `json:"state"`
+	Response  []byte `json:"response,omitempty"`
+	HasResp   bool   `json:"hasResponse,omitempty"`
 	// HistoryLen and HistoryBytes are kept in the run's own cursor record next to its
 	// history (see PutRunCursor), so appending a step does not rewrite this record.
-	HistoryLen   int   `json:"-"`
-	HistoryBytes int64 `json:"-"`
+	HistoryLen   int                 `json:"-"`
+	HistoryBytes int64               `json:"-"`
 	Retries      int                 `json:"retries"`
 	RetryDelay   string              `json:"retryDelay,omitempty"`
 	TimeoutMs    int64               `json:"timeoutMs,omitempty"`
