@@ -173,3 +173,6 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	return s.http.Shutdown(ctx)
 }
+
+// Close closes every connection at once, idle or not.
+func (s *Server) Close() error { return s.http.Close() }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/netguard"
@@ -95,7 +96,13 @@ func (s *Server) StoreStats() storage.Stats { return s.store.Stats() }
 
 // Close stops the server: intake, then the engine, then the store.
 func (s *Server) Close() {
-	_ = s.srv.Shutdown(context.Background())
+	// A client may hold a connection that never sent a request; Shutdown would wait
+	// seconds for it, so it gets a moment and the rest are closed.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	cancel()
 	s.Engine.Stop()
 	_ = s.store.Close()
 	_ = os.RemoveAll(s.dir)
