@@ -19,9 +19,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
-	"github.com/duraton/duraton/delivery/netguard"
-	"github.com/duraton/duraton/server"
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/server/servertest"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,17 +42,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	if *n < 1 || *c < 1 || *c > 10_000 {
 		return errors.New("--messages must be ≥ 1 and --concurrency between 1 and 10000")
 	}
@@ -84,27 +76,11 @@ type benchResult struct {
 // loopback, publishes n messages from c clients and waits until every one was delivered.
 // Latency is publish start → delivery received, read from a timestamp in the body.
 func benchPublish(ctx context.Context, n, c int, progress func(done, total int)) (benchResult, error) {
-	dir, err := os.MkdirTemp("", "duraton-bench-")
+	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: 256}})
 	if err != nil {
 		return benchResult{}, err
 	}
-	defer os.RemoveAll(dir)
-	store, err := storage.Open(dataFile(dir), storage.Options{})
-	if err != nil {
-		return benchResult{}, err
-	}
-	defer store.Close()
-	f := serverFlags{}
-	token, _, err := ensureDefaultProject(modeDev, f, store)
-	if err != nil {
-		return benchResult{}, err
-	}
-	policy := netguard.Policy{Allow: netguard.LoopbackPrefixes()}
-	engine := delivery.New(delivery.Config{Destinations: policy, Logger: discardLogger(), MaxInFlight: 256}, store)
-	srv, err := server.New(server.Config{CheckDestination: policy.CheckURL, Logger: discardLogger()}, engine)
-	if err != nil {
-		return benchResult{}, err
-	}
+	defer srv.Close()
 
 	// The endpoint: records each message's latency once.
 	latencies := make([]time.Duration, n)
@@ -136,18 +112,9 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 	}
 	go endpoint.Serve(epLn)
 	defer endpoint.Close()
-	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return benchResult{}, err
-	}
-	if err := engine.Start(ctx); err != nil {
-		return benchResult{}, err
-	}
-	defer engine.Stop()
-	go srv.Serve(apiLn)
-	defer srv.Shutdown(context.Background())
 
-	publishURL := "http://" + apiLn.Addr().String() + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
+	token := servertest.Token
+	publishURL := srv.URL + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
 	var next atomic.Int64
 	var publishErr error
@@ -214,7 +181,7 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 	close(stopProgress)
 	progress(n, n)
 
-	st := store.Stats()
+	st := srv.StoreStats()
 	slices.Sort(latencies)
 	pct := func(p float64) float64 {
 		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
@@ -247,4 +214,21 @@ func progressWriter(w io.Writer, quiet bool) func(done, total int) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// startCPUProfile writes a CPU profile to path until the returned stop is called; an
+// empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

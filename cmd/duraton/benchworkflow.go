@@ -9,8 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,17 +49,11 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *runs < 1 || *steps < 1 || *steps > 100 || *conc < 1 || *conc > 10_000 {
 		return errors.New("want --runs ≥ 1, --steps 1..100, --concurrency 1..10000")
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	res, err := benchWorkflow(ctx, *runs, *steps, *conc, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err
