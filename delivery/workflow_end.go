@@ -69,11 +69,15 @@ func (e *Engine) publishStepTx(tx *storage.Tx, template *Message, body []byte, i
 }
 
 // endRunTx moves a live run to a final state, drops its pending messages (but keep) and
-// waiters, and resumes an invoking parent. It returns the parent's resumption entry.
+// waiters unless it succeeded, and resumes an invoking parent. It returns the parent's resumption entry.
 func (e *Engine) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, ids internalIDs, now time.Time) (*storage.DueEntry, error) {
 	run.State, run.EndedAt = state, now.UnixMilli()
-	if err := e.dropRunMessagesTx(tx, project, run.ID, keep); err != nil {
-		return nil, err
+	// A cancelled or failed run's pending work is dropped. A successful run's is not: the
+	// delivery that completed it is still in flight, and its outcome is still recorded.
+	if state != RunSuccess {
+		if err := e.dropRunMessagesTx(tx, project, run.ID, keep); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.PutRun(project, run); err != nil {
 		return nil, err
