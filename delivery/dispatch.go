@@ -31,6 +31,7 @@ type dispatcher struct {
 	gates     map[gateKey]*queueGate
 	carried   int64 // estimated bytes of messages carried in memory by held entries
 	flow      flowState
+	stopping  bool // set by stop: releases no longer start waiting deliveries
 	ctx       context.Context // the run context, for attempts started on a release
 
 	wake    chan struct{} // 1-slot: something changed (new entry, freed slot)
@@ -145,6 +146,9 @@ func (d *dispatcher) add(entries ...storage.DueEntry) {
 
 // stop makes run return; attempts already started go on.
 func (d *dispatcher) stop() {
+	d.lock()
+	d.stopping = true
+	d.unlock()
 	close(d.stopped)
 	<-d.done
 }

@@ -149,7 +149,7 @@ func (d *dispatcher) pump(ctx context.Context, q *flowQueue, now time.Time, limi
 
 // pumpWoken is pump for starts caused by the release at wokenAt (for the Woken hook).
 func (d *dispatcher) pumpWoken(ctx context.Context, q *flowQueue, now time.Time, limit int, wokenAt time.Time) {
-	for started := 0; q.waiting.Len() > 0 && (limit < 0 || started < limit); started++ {
+	for started := 0; !d.stopping && q.waiting.Len() > 0 && (limit < 0 || started < limit); started++ {
 		if head, _ := q.waiting.Min(); !d.stillDue(head.entry(q)) {
 			// Cancelled or ended while it waited: it leaves without taking anything.
 			q.waiting.DeleteMin()

@@ -300,3 +300,20 @@ func TestCancelledWaitingMessageTakesNothing(t *testing.T) {
 		require.Len(t, ep.startsOf("/r"), 2, "after resetRate the next message starts; the cancelled one used nothing")
 	})
 }
+
+func TestStopStartsNoWaitingDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		ep.hold = func(*http.Request) { time.Sleep(time.Second) }
+		e, store := bubbleEngine(t, ep, Config{DrainTimeout: time.Minute})
+		defer store.Close()
+		for i := 0; i < 3; i++ {
+			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/s", Method: "POST", FlowControl: keyed("s", 1, 0, 0)}})
+			require.NoError(t, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		e.Stop() // drains the one in flight; the two waiting stay for the next start
+		require.Len(t, ep.startsOf("/s"), 1)
+	})
+}
