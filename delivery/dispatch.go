@@ -31,7 +31,7 @@ type dispatcher struct {
 	gates     map[gateKey]*queueGate
 	carried   int64 // estimated bytes of messages carried in memory by held entries
 	flow      flowState
-	stopping  bool // set by stop: releases no longer start waiting deliveries
+	stopping  bool            // set by stop: releases no longer start waiting deliveries
 	ctx       context.Context // the run context, for attempts started on a release
 
 	wake    chan struct{} // 1-slot: something changed (new entry, freed slot)
