@@ -52,6 +52,8 @@ type Config struct {
 	RunRetention time.Duration
 	// SweepInterval is the period of the retention sweeper. Default 1m.
 	SweepInterval time.Duration
+	// MaxQueues caps the queues of one project. Default 1,000.
+	MaxQueues int
 	// MaxRunSteps caps a workflow run's history entries. Default 5,000.
 	MaxRunSteps int
 	// MaxRunHistoryBytes caps the summed body size of a run's history. Default 32 MiB.
@@ -117,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = time.Minute
+	}
+	if c.MaxQueues <= 0 {
+		c.MaxQueues = 1000
 	}
 	if c.MaxRunSteps <= 0 {
 		c.MaxRunSteps = 5000

@@ -431,3 +431,14 @@ func TestInFlightAttemptIsRedeliveredAfterRestart(t *testing.T) {
 	got := ep.waitRequests(t, "/slow", 2)
 	require.Equal(t, "0", got[1].header.Get(wire.HeaderRetried), "redelivery after restart spends no retry")
 }
+
+func TestQueueCountIsLimited(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{MaxQueues: 2})
+	require.NoError(t, b.engine.UpsertQueue(testProject, "q1", 1, false))
+	b.publish(t, &Message{URL: "http://127.0.0.1:1/x", Queue: "q2", NotBefore: time.Now().Add(time.Hour).UnixMilli()})
+	require.ErrorIs(t, b.engine.UpsertQueue(testProject, "q3", 1, false), ErrQueueLimit)
+	_, err := b.engine.Publish([]*Message{{Project: testProject, URL: "http://127.0.0.1:1/x", Method: "POST", Queue: "q4"}})
+	require.ErrorIs(t, err, ErrQueueLimit, "enqueueing to a new queue over the limit is refused")
+	require.NoError(t, b.engine.UpsertQueue(testProject, "q1", 3, false), "updating an existing queue is fine")
+}

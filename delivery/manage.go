@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/duraton/duraton/storage"
@@ -181,6 +182,8 @@ func (e *Engine) UpsertQueue(project string, name string, parallelism int, pause
 		q = storage.Queue{Name: name, Parallelism: parallelism, Paused: paused, CreatedAt: now, UpdatedAt: now}
 		if cur, err := tx.Queue(project, name); err == nil {
 			q.CreatedAt = cur.CreatedAt
+		} else if n := tx.QueueCount(project); n >= e.cfg.MaxQueues {
+			return fmt.Errorf("%w: the project has %d queues, the limit is %d", ErrQueueLimit, n, e.cfg.MaxQueues)
 		}
 		return tx.PutQueue(project, &q)
 	})

@@ -11,6 +11,9 @@ import (
 // ErrQueueNotFound is returned when a queue operation names a queue the project does not have.
 var ErrQueueNotFound = fmt.Errorf("queue %w", storage.ErrNotFound)
 
+// ErrQueueLimit is returned when creating a queue would exceed Config.MaxQueues.
+var ErrQueueLimit = errors.New("queue limit reached")
+
 // DefaultQueueParallelism is the parallelism of a queue created by enqueueing to it, as
 // in QStash.
 const DefaultQueueParallelism = 1
@@ -63,7 +66,7 @@ func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
 			m := p.Message
 			results[i] = PublishResult{MessageID: m.ID, URL: m.URL}
 			if m.Queue != "" {
-				if err := ensureQueueTx(tx, m, now); err != nil {
+				if err := e.ensureQueueTx(tx, m, now); err != nil {
 					return err
 				}
 			}
@@ -117,10 +120,13 @@ func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
 
 // ensureQueueTx creates the message's queue if the project does not have it, as QStash
 // does for an enqueue to a new queue.
-func ensureQueueTx(tx *storage.Tx, m *Message, now time.Time) error {
+func (e *Engine) ensureQueueTx(tx *storage.Tx, m *Message, now time.Time) error {
 	_, err := tx.Queue(m.Project, m.Queue)
 	if !errors.Is(err, storage.ErrNotFound) {
 		return err
+	}
+	if n := tx.QueueCount(m.Project); n >= e.cfg.MaxQueues {
+		return fmt.Errorf("%w: the project has %d queues, the limit is %d", ErrQueueLimit, n, e.cfg.MaxQueues)
 	}
 	q := &storage.Queue{Name: m.Queue, Parallelism: DefaultQueueParallelism, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
 	return tx.PutQueue(m.Project, q)

@@ -351,6 +351,15 @@ func (t *Tx) DeleteQueue(project, name string) error {
 	return b.Delete([]byte(name))
 }
 
+// QueueCount is the number of a project's queues.
+func (t *Tx) QueueCount(project string) int {
+	b := t.bucket(project, bucketQueues)
+	if b == nil {
+		return 0
+	}
+	return b.Stats().KeyN
+}
+
 // Queues lists a project's queues by name.
 func (t *Tx) Queues(project string) ([]Queue, error) {
 	b := t.bucket(project, bucketQueues)
