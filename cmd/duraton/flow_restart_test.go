@@ -209,9 +209,9 @@ func TestFlowControlSurvivesSIGKILL(t *testing.T) {
 	// soon after the first start's period ends, not when something else wakes the dispatcher.
 	ep.waitStarts(t, "a 4th message to start once the first start's period ended (at +4s)", time.Until(first[0].at.Add(period+3*time.Second)),
 		func(s []flowStart) bool { return distinctBodies(s) > rate })
-	all := ep.waitStarts(t, fmt.Sprintf("all %d messages delivered", total), 40*time.Second, func(s []flowStart) bool { return distinctBodies(s) == total })
+	ep.waitStarts(t, fmt.Sprintf("all %d messages delivered", total), 40*time.Second, func(s []flowStart) bool { return distinctBodies(s) == total })
 	time.Sleep(300 * time.Millisecond) // a duplicate sent right after the last new one still counts
-	all = ep.snapshot()
+	all := ep.snapshot()
 	timeline := flowTimeline(all, killAt)
 	t.Logf("requests:\n%s", timeline)
 
