@@ -1,7 +1,10 @@
 // Package delivery is Duraton's engine: it accepts messages (Publish), keeps the due ones
-// moving (the dispatcher), signs and sends each attempt, classifies the answer, and
-// records the outcome together with whatever follows it (retry, callback, failure
-// callback, dead letter) in one storage transaction.
+// moving (the dispatcher), admits them through flow control (per-key waitlists, rate
+// windows, parallelism slots, the project ceiling), signs and sends each attempt,
+// classifies the answer, and records the outcome together with whatever follows it
+// (retry, callback, failure callback, dead letter) in one storage transaction. Workflow
+// runs live here too: run creation and history (workflow*.go), waits and notifies
+// (waiters.go), run ends and parent resumption (workflow_end.go).
 //
 // It imports storage (records and transactions), flowctl (configuration types), sdk/wire
 // (header names and signing) and its own sub-packages retrydelay (the Upstash-Retry-Delay

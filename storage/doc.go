@@ -5,7 +5,8 @@
 // Layout (bucket names in quotes):
 //
 //	"tokens"   sha256(token) hex → project id
-//	"due"      due time (unix ns, 8 bytes big-endian) ‖ message id → project id 0x00 queue
+//	"due"      due time (unix ns, 8 bytes big-endian) ‖ message id → project, queue,
+//	           flow-control key and limits, order, timer flag (see due.go)
 //	"projects" / <project id> /
 //	    "meta"     the Project record under key "project"
 //	    "messages" message id → Message (pending only; delivered ones are removed)
@@ -13,6 +14,14 @@
 //	    "dlq"      dlq id (time ordered) → DLQEntry
 //	    "queues"   queue name → Queue
 //	    "dedup"    deduplication id → DedupRecord
+//	    "runs"     workflow run id → Run (its configuration and state)
+//	    "rundata"  run id 0x00 kind … → a run's history entries, step keys, pending
+//	               messages and cursor, contiguous per run (see runs.go)
+//	    "runindex" created-at ‖ run id → nothing (listing newest first)
+//	    "waiters"  event id 0x00 run id → Waiter
+//	    "lookback" run id 0x00 event id → an event that arrived before its wait
+//	    "ratelog"  flow-control key 0x00 start (unix ns) → nothing (recent rate starts)
+//	    "flowkeys" flow-control key → FlowKeySettings (pause, pins)
 //
 // Every record of a project lives under that project's bucket, so a lookup can only see
 // its own project's data. The due index is global because the dispatcher serves every
