@@ -54,9 +54,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	line, _ := json.Marshal(res)
-	fmt.Fprintln(stdout, string(line))
-	return nil
+	return printJSONLine(stdout, res)
 }
 
 // benchResult is the JSON line `duraton bench publish` ends with.
@@ -231,4 +229,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// printJSONLine writes a benchmark's result as the one JSON line it ends with.
+func printJSONLine(w io.Writer, v any) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(line))
+	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -105,9 +104,7 @@ func runBenchFlow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	res.WakeP50Ms, res.WakeP99Ms = percentileMs(wake, 0.50), percentileMs(wake, 0.99)
 	say("  wake p50 %.3f ms p99 %.3f ms (%d wakes)", res.WakeP50Ms, res.WakeP99Ms, len(wake))
 
-	line, _ := json.Marshal(res)
-	fmt.Fprintln(stdout, string(line))
-	return nil
+	return printJSONLine(stdout, res)
 }
 
 func lossPct(base, got float64) float64 { return round1(max(0, (base-got)/base*100)) }

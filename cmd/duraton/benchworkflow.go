@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,9 +57,7 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	line, _ := json.Marshal(res)
-	fmt.Fprintln(stdout, string(line))
-	return nil
+	return printJSONLine(stdout, res)
 }
 
 // wfRecorder measures a benchmark's runs from inside the workflow route.
