@@ -10,16 +10,9 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/storage"
 )
-
-// Store is what the engine needs of storage: group-committed writes and reads.
-type Store interface {
-	Update(fn func(*storage.Tx) error) error
-	View(fn func(*storage.Tx) error) error
-}
-
-var _ Store = (*storage.Store)(nil)
 
 // Config configures an Engine. Zero fields take the documented defaults.
 type Config struct {
@@ -86,6 +79,42 @@ type Hooks struct {
 	Woken func(project, flowKey string, sinceRelease time.Duration)
 }
 
+// Validate reports the first field that is out of range, naming it. Zero means "the
+// default" for every numeric field; negative values are errors.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"MaxInFlight", c.MaxInFlight < 0},
+		{"BufferSize", c.BufferSize < 0},
+		{"ProjectCeiling", c.ProjectCeiling < 0},
+		{"MaxCarriedBytes", c.MaxCarriedBytes < 0},
+		{"DefaultTimeout", c.DefaultTimeout < 0},
+		{"MaxResponseBytes", c.MaxResponseBytes < 0},
+		{"DrainTimeout", c.DrainTimeout < 0},
+		{"DedupWindow", c.DedupWindow < 0},
+		{"LogRetention", c.LogRetention < 0},
+		{"DLQRetention", c.DLQRetention < 0},
+		{"RunRetention", c.RunRetention < 0},
+		{"SweepInterval", c.SweepInterval < 0},
+		{"MaxQueues", c.MaxQueues < 0},
+		{"MaxRunSteps", c.MaxRunSteps < 0},
+		{"MaxRunHistoryBytes", c.MaxRunHistoryBytes < 0},
+		{"MaxParallelSteps", c.MaxParallelSteps < 0},
+		{"MaxInvokeDepth", c.MaxInvokeDepth < 0},
+		{"MaxWaitTimeout", c.MaxWaitTimeout < 0},
+	} {
+		if f.bad {
+			return fmt.Errorf("delivery: config: %s must not be negative", f.name)
+		}
+	}
+	if c.ProjectCeiling > 0 && c.MaxInFlight > 0 && c.ProjectCeiling > c.MaxInFlight {
+		return fmt.Errorf("delivery: config: ProjectCeiling %d exceeds MaxInFlight %d", c.ProjectCeiling, c.MaxInFlight)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 512
@@ -149,14 +178,18 @@ func (c Config) withDefaults() Config {
 
 // Engine accepts, schedules and delivers messages.
 type Engine struct {
-	cfg    Config
-	store  Store
-	log    *slog.Logger
-	client *http.Client
-	ids    storage.IDGen
-	keys   keyCache
-	disp   *dispatcher
-	flowMu sync.Mutex // orders operator changes to flow-control keys with their storage
+	cfg     Config
+	store   Store
+	log     *slog.Logger
+	client  *http.Client
+	ids     *storage.IDGen
+	keys    keyCache
+	disp    *dispatcher
+	wf      *runs    // the workflow-run unit
+	hooks   runHooks // the same unit, as the message engine sees it
+	flowMu  sync.Mutex // orders operator changes to flow-control keys with their storage
+	queueMu sync.Mutex // orders queue creations and changes with the scheduler's settings
+	runCtx  context.Context
 
 	mu       sync.Mutex
 	started  bool
@@ -167,7 +200,10 @@ type Engine struct {
 }
 
 // New builds an engine over store. It starts nothing; call Start.
-func New(cfg Config, store Store) *Engine {
+func New(cfg Config, store Store) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	transport := cfg.Transport
 	if transport == nil {
@@ -184,8 +220,41 @@ func New(cfg Config, store Store) *Engine {
 		},
 	}
 	e.keys.store = store
-	e.disp = newDispatcher(e)
-	return e
+	e.ids = &storage.IDGen{}
+	e.wf = &runs{ids: e.ids, limits: runLimits{MaxRunSteps: cfg.MaxRunSteps, MaxRunHistoryBytes: cfg.MaxRunHistoryBytes,
+		MaxParallelSteps: cfg.MaxParallelSteps, MaxInvokeDepth: cfg.MaxInvokeDepth, MaxWaitTimeout: cfg.MaxWaitTimeout}}
+	e.hooks = e.wf
+	s, err := sched.New(sched.Config{MaxInFlight: cfg.MaxInFlight, BufferSize: cfg.BufferSize,
+		ProjectCeiling: cfg.ProjectCeiling, MaxCarriedBytes: cfg.MaxCarriedBytes})
+	if err != nil {
+		return nil, err
+	}
+	// Attempts run under runCtx; Stop cancels it after the drain.
+	e.runCtx, e.cancel = context.WithCancelCause(context.Background())
+	e.disp = newDispatcher(s, e.pageDue, e.launch, e.now, e.log)
+	return e, nil
+}
+
+// pageDue reads a page of the due index for the scheduler.
+func (e *Engine) pageDue(req sched.PageRequest) ([]storage.DueEntry, error) {
+	var out []storage.DueEntry
+	err := e.store.View(func(tx *storage.Tx) error {
+		out = out[:0]
+		return tx.ScanDue(req.After, func(d storage.DueEntry) bool {
+			if len(out) == req.Limit {
+				return false
+			}
+			out = append(out, d)
+			return true
+		})
+	})
+	return out, err
+}
+
+// launch runs one started delivery in its own goroutine.
+func (e *Engine) launch(st sched.Start) {
+	e.attempts.Add(1)
+	go e.attempt(e.runCtx, st)
 }
 
 // Start loads the due index and starts the dispatcher and the retention sweeper. It
@@ -196,17 +265,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.started {
 		return errors.New("delivery: engine already started")
 	}
+	runCtx := e.runCtx
+	if err := e.loadSchedulerState(ctx); err != nil {
+		return fmt.Errorf("delivery: load scheduler state: %w", err)
+	}
 	e.started = true
-	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	e.cancel = cancel
-	if err := e.disp.loadFlow(); err != nil {
-		cancel(err)
-		return fmt.Errorf("delivery: load flow-control state: %w", err)
-	}
-	if err := e.disp.load(); err != nil {
-		cancel(err)
-		return fmt.Errorf("delivery: load due index: %w", err)
-	}
 	e.loops.Add(2)
 	go func() { defer e.loops.Done(); e.disp.run(runCtx) }()
 	go func() { defer e.loops.Done(); e.sweepLoop(runCtx) }()

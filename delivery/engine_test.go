@@ -20,6 +20,7 @@ import (
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/storagetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -102,7 +103,7 @@ func setup(t *testing.T, cfg Config) *testBundle {
 	path := filepath.Join(t.TempDir(), "duraton.db")
 	store, err := storage.Open(path, storage.Options{})
 	require.NoError(t, err)
-	_, err = EnsureProject(store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "tokenhash")
+	_, err = EnsureProject(t.Context(), store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "tokenhash")
 	require.NoError(t, err)
 	b := &testBundle{store: store, path: path}
 	b.engine = startEngine(t, store, cfg)
@@ -110,13 +111,22 @@ func setup(t *testing.T, cfg Config) *testBundle {
 	return b
 }
 
-func startEngine(t *testing.T, store *storage.Store, cfg Config) *Engine {
+// startEngine starts an engine over store for a test. Every write of the engine runs
+// twice (storagetest.Twice) unless store is already a test wrapper: the rule that a
+// transaction function may run twice is exercised by the whole suite.
+func startEngine(t *testing.T, store Store, cfg Config) *Engine {
 	t.Helper()
-	if cfg.Destinations.Allow == nil {
+	if cfg.Destinations.Allow == nil && cfg.Transport == nil {
 		cfg.Destinations = netguard.Policy{Allow: netguard.LoopbackPrefixes()}
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := New(cfg, store)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s, ok := store.(*storage.Store); ok {
+		store = storagetest.NewTwice(s)
+	}
+	e, err := New(cfg, store)
+	require.NoError(t, err)
 	require.NoError(t, e.Start(t.Context()))
 	return e
 }
@@ -129,7 +139,7 @@ func (b *testBundle) publish(t *testing.T, m *Message) string {
 	if m.Method == "" {
 		m.Method = "POST"
 	}
-	res, err := b.engine.Publish([]*Message{m})
+	res, err := b.engine.Publish(t.Context(), []*Message{m})
 	require.NoError(t, err)
 	return res[0].MessageID
 }
@@ -151,10 +161,10 @@ func TestDeliverySignsAndForwards(t *testing.T) {
 	require.NoError(t, v.Verify(got.header.Get(wire.HeaderSignature), got.body, ep.url("/hook?x=1"), time.Now()))
 
 	require.Eventually(t, func() bool {
-		_, err := b.engine.Message(testProject, id)
+		_, err := b.engine.Message(t.Context(), testProject, id)
 		return err != nil
 	}, 5*time.Second, 5*time.Millisecond, "a delivered message leaves the pending set")
-	events, _, err := b.engine.Logs(testProject, "", 10, func(ev *LogEvent) bool { return ev.MessageID == id })
+	events, _, err := b.engine.Logs(t.Context(), testProject, "", 10, func(ev *LogEvent) bool { return ev.MessageID == id })
 	require.NoError(t, err)
 	require.Len(t, events, 2)
 	require.Equal(t, []string{StateDelivered, StateCreated}, []string{events[0].State, events[1].State})
@@ -188,7 +198,7 @@ func TestRetriesThenDeadLetterAndFailureCallback(t *testing.T) {
 	require.Equal(t, base64.StdEncoding.EncodeToString([]byte("payload")), body.SourceBody)
 	require.NotEmpty(t, body.DLQID)
 
-	entries, _, err := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+	entries, _, err := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Equal(t, body.DLQID, entries[0].DLQID)
@@ -197,12 +207,12 @@ func TestRetriesThenDeadLetterAndFailureCallback(t *testing.T) {
 	require.Len(t, ep.requests("/fail"), 3, "no attempt after the retries are used up")
 
 	// Retrying the dead letter publishes it again with a fresh budget.
-	ids, err := b.engine.RetryDLQ(testProject, []string{entries[0].DLQID})
+	ids, err := b.engine.RetryDLQ(t.Context(), testProject, []string{entries[0].DLQID})
 	require.NoError(t, err)
 	require.Len(t, ids, 1)
 	ep.waitRequests(t, "/fail", 4)
 	require.Eventually(t, func() bool {
-		entries, _, _ := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+		entries, _, _ := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
 		return len(entries) == 1 && entries[0].Message.ID == ids[0]
 	}, 10*time.Second, 10*time.Millisecond)
 }
@@ -215,7 +225,7 @@ func TestNonRetryableGoesStraightToDLQ(t *testing.T) {
 	})
 	b.publish(t, &Message{URL: ep.url("/x"), Retries: 5})
 	require.Eventually(t, func() bool {
-		entries, _, _ := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+		entries, _, _ := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
 		return len(entries) == 1
 	}, 10*time.Second, 5*time.Millisecond)
 	require.Len(t, ep.requests("/x"), 1)
@@ -268,19 +278,19 @@ func TestQueueParallelismAndPause(t *testing.T) {
 		inFlight.Add(-1)
 		return http.StatusOK, nil, ""
 	})
-	require.NoError(t, b.engine.UpsertQueue(testProject, "jobs", 2, true))
+	require.NoError(t, b.engine.UpsertQueue(t.Context(), testProject, "jobs", 2, true))
 	for i := 0; i < 6; i++ {
 		b.publish(t, &Message{URL: ep.url("/q"), Queue: "jobs", Body: []byte(strconv.Itoa(i))})
 	}
-	qs, err := b.engine.Queues(testProject, "jobs")
+	qs, err := b.engine.Queues(t.Context(), testProject, "jobs")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		qs, _ = b.engine.Queues(testProject, "jobs")
+		qs, _ = b.engine.Queues(t.Context(), testProject, "jobs")
 		return qs[0].Lag == 6
 	}, 5*time.Second, 5*time.Millisecond, "a paused queue holds its messages")
 	require.Empty(t, ep.requests("/q"))
 
-	require.NoError(t, b.engine.SetQueuePaused(testProject, "jobs", false))
+	require.NoError(t, b.engine.SetQueuePaused(t.Context(), testProject, "jobs", false))
 	ep.waitRequests(t, "/q", 2)
 	close(release)
 	got := ep.waitRequests(t, "/q", 6)
@@ -309,11 +319,11 @@ func TestEnqueueCreatesQueueAndWaitsForRetries(t *testing.T) {
 		order = append(order, r.header.Get("X-Name")+"/"+r.header.Get(wire.HeaderRetried))
 	}
 	require.Equal(t, []string{"first/0", "first/1", "second/0"}, order, "the next message waits for the retries of the current one")
-	qs, err := b.engine.Queues(testProject, "fresh")
+	qs, err := b.engine.Queues(t.Context(), testProject, "fresh")
 	require.NoError(t, err)
 	require.Equal(t, DefaultQueueParallelism, qs[0].Parallelism)
 
-	_, err = b.engine.Queues(testProject, "never-made")
+	_, err = b.engine.Queues(t.Context(), testProject, "never-made")
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
@@ -330,10 +340,10 @@ func TestCancelFreesQueueSlot(t *testing.T) {
 	ep.waitRequests(t, "/q", 1)
 	b.publish(t, &Message{URL: ep.url("/q"), Queue: "one", Header: map[string][]string{"X-Name": {"next"}}})
 	require.Eventually(t, func() bool {
-		qs, _ := b.engine.Queues(testProject, "one")
+		qs, _ := b.engine.Queues(t.Context(), testProject, "one")
 		return qs[0].Lag == 2
 	}, 5*time.Second, 5*time.Millisecond, "the retrying message holds the only slot")
-	n, err := b.engine.Cancel(testProject, []string{stuck}, nil, 1)
+	n, err := b.engine.Cancel(t.Context(), testProject, []string{stuck}, nil, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	got := ep.waitRequests(t, "/q", 2)
@@ -344,7 +354,7 @@ func TestDeduplication(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	ep := newEndpoint(t, nil)
-	res, err := b.engine.Publish([]*Message{
+	res, err := b.engine.Publish(t.Context(), []*Message{
 		{Project: testProject, URL: ep.url("/d"), Method: "POST", DedupID: "id:same"},
 		{Project: testProject, URL: ep.url("/d"), Method: "POST", DedupID: "id:same"},
 	})
@@ -362,10 +372,10 @@ func TestCancelRemovesPendingMessage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{})
 	id := b.publish(t, &Message{URL: "http://127.0.0.1:1/never", NotBefore: time.Now().Add(time.Hour).UnixMilli()})
-	n, err := b.engine.Cancel(testProject, []string{id}, nil, 1)
+	n, err := b.engine.Cancel(t.Context(), testProject, []string{id}, nil, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	_, err = b.engine.Message(testProject, id)
+	_, err = b.engine.Message(t.Context(), testProject, id)
 	require.ErrorIs(t, err, ErrNotFound)
 	require.NoError(t, b.store.View(func(tx *storage.Tx) error {
 		return tx.ScanDue(nil, func(e storage.DueEntry) bool {
@@ -373,7 +383,7 @@ func TestCancelRemovesPendingMessage(t *testing.T) {
 			return true
 		})
 	}))
-	n, err = b.engine.Cancel(testProject, []string{id}, nil, 1)
+	n, err = b.engine.Cancel(t.Context(), testProject, []string{id}, nil, 1)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -389,7 +399,7 @@ func TestBufferPagesInEverything(t *testing.T) {
 		msgs = append(msgs, &Message{Project: testProject, URL: ep.url("/p"), Method: "POST", Body: []byte(strconv.Itoa(i)),
 			NotBefore: now.Add(time.Duration(60-i) * time.Millisecond).UnixMilli()})
 	}
-	_, err := b.engine.Publish(msgs)
+	_, err := b.engine.Publish(t.Context(), msgs)
 	require.NoError(t, err)
 	got := ep.waitRequests(t, "/p", 60)
 	seen := map[string]bool{}
@@ -405,7 +415,7 @@ func TestInFlightAttemptIsRedeliveredAfterRestart(t *testing.T) {
 	store, err := storage.Open(path, storage.Options{})
 	require.NoError(t, err)
 	defer store.Close()
-	_, err = EnsureProject(store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "h")
+	_, err = EnsureProject(t.Context(), store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "h")
 	require.NoError(t, err)
 
 	hold := make(chan struct{})
@@ -421,7 +431,7 @@ func TestInFlightAttemptIsRedeliveredAfterRestart(t *testing.T) {
 	})
 	defer close(hold)
 	first := startEngine(t, store, Config{DrainTimeout: 50 * time.Millisecond})
-	_, err = first.Publish([]*Message{{Project: testProject, URL: ep.url("/slow"), Method: "POST", Retries: 3}})
+	_, err = first.Publish(t.Context(), []*Message{{Project: testProject, URL: ep.url("/slow"), Method: "POST", Retries: 3}})
 	require.NoError(t, err)
 	ep.waitRequests(t, "/slow", 1)
 	first.Stop() // drain times out, the attempt is cancelled and not recorded
@@ -435,10 +445,10 @@ func TestInFlightAttemptIsRedeliveredAfterRestart(t *testing.T) {
 func TestQueueCountIsLimited(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{MaxQueues: 2})
-	require.NoError(t, b.engine.UpsertQueue(testProject, "q1", 1, false))
+	require.NoError(t, b.engine.UpsertQueue(t.Context(), testProject, "q1", 1, false))
 	b.publish(t, &Message{URL: "http://127.0.0.1:1/x", Queue: "q2", NotBefore: time.Now().Add(time.Hour).UnixMilli()})
-	require.ErrorIs(t, b.engine.UpsertQueue(testProject, "q3", 1, false), ErrQueueLimit)
-	_, err := b.engine.Publish([]*Message{{Project: testProject, URL: "http://127.0.0.1:1/x", Method: "POST", Queue: "q4"}})
+	require.ErrorIs(t, b.engine.UpsertQueue(t.Context(), testProject, "q3", 1, false), ErrQueueLimit)
+	_, err := b.engine.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://127.0.0.1:1/x", Method: "POST", Queue: "q4"}})
 	require.ErrorIs(t, err, ErrQueueLimit, "enqueueing to a new queue over the limit is refused")
-	require.NoError(t, b.engine.UpsertQueue(testProject, "q1", 3, false), "updating an existing queue is fine")
+	require.NoError(t, b.engine.UpsertQueue(t.Context(), testProject, "q1", 3, false), "updating an existing queue is fine")
 }

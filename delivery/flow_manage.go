@@ -1,82 +1,98 @@
 package delivery
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"sort"
 	"time"
 
+	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )
 
-// loadFlow restores what flow control must remember across restarts: every key's recent
-// rate starts and the operator's pauses and pins. In-flight slots are not restored: every
-// delivery that was in flight is back in the due index and waits again.
-func (d *dispatcher) loadFlow() error {
-	projects, err := ListProjects(d.e.store)
+// FlowInfo is the state of one flow-control key (protocol §2.5 FlowControlInfo).
+type FlowInfo = sched.FlowInfo
+
+// loadSchedulerState gives the scheduler what it must know before the first dispatch:
+// every queue's settings, and per flow-control key its recent rate starts and the
+// operator's pauses and pins. In-flight slots are not restored: every delivery that was
+// in flight is back in the due index and waits again.
+func (e *Engine) loadSchedulerState(ctx context.Context) error {
+	projects, err := ListProjects(ctx, e.store)
 	if err != nil {
 		return err
 	}
-	return d.e.store.View(func(tx *storage.Tx) error {
-		for _, p := range projects {
-			starts, err := tx.RateStarts(p.ID)
-			if err != nil {
+	type projectState struct {
+		queues   []storage.Queue
+		starts   map[string][]int64
+		settings map[string]storage.FlowKeySettings
+	}
+	states := make([]projectState, len(projects))
+	if err := e.store.View(func(tx *storage.Tx) error {
+		for i, p := range projects {
+			var st projectState
+			var err error
+			if st.queues, err = tx.Queues(p.ID); err != nil {
 				return err
 			}
-			for key, s := range starts {
-				d.queue(flowID{p.ID, key}).key.Window.Restore(s)
-			}
-			settings, err := tx.FlowKeys(p.ID)
-			if err != nil {
+			if st.starts, err = tx.RateStarts(p.ID); err != nil {
 				return err
 			}
-			for key, s := range settings {
-				k := d.queue(flowID{p.ID, key}).key
-				k.Paused, k.Pins = s.Paused, s.Pins
+			if st.settings, err = tx.FlowKeys(p.ID); err != nil {
+				return err
 			}
+			states[i] = st
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	e.disp.locked(func(s *sched.Scheduler) {
+		for i, p := range projects {
+			for _, q := range states[i].queues {
+				s.ConfigureQueue(p.ID, q.Name, queueSettings(&q))
+			}
+			for key, starts := range states[i].starts {
+				s.RestoreKey(p.ID, key, starts, nil)
+			}
+			for key, set := range states[i].settings {
+				s.RestoreKey(p.ID, key, nil, &sched.KeySettings{Paused: set.Paused, Pins: set.Pins})
+			}
+		}
 	})
+	return nil
 }
 
 // FlowKeys lists a project's flow-control keys that are active (waiting, in flight,
 // within a rate window) or configured, whose names contain search.
 func (e *Engine) FlowKeys(project, search string) []FlowInfo {
-	d := e.disp
-	d.lock()
-	defer d.unlock()
-	out := d.flowInfos(project, search, e.now())
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	var out []FlowInfo
+	e.disp.locked(func(s *sched.Scheduler) { out = s.FlowKeys(project, search, e.now()) })
 	return out
 }
 
 // FlowKey returns one key's state; a key never seen is idle with no limits.
 func (e *Engine) FlowKey(project, key string) FlowInfo {
-	d := e.disp
-	d.lock()
-	defer d.unlock()
-	if q := d.flow.queues[flowID{project, key}]; q != nil {
-		return q.info(e.now())
-	}
-	return FlowInfo{Key: key, RatePeriod: flowctl.DefaultPeriod}
+	var out FlowInfo
+	e.disp.locked(func(s *sched.Scheduler) { out = s.FlowKey(project, key, e.now()) })
+	return out
 }
 
 // GlobalParallelism is a project's ceiling (0: none) and its deliveries in flight.
 func (e *Engine) GlobalParallelism(project string) (max, count int) {
-	d := e.disp
-	d.lock()
-	defer d.unlock()
-	return e.cfg.ProjectCeiling, d.flow.inFlight[project]
+	e.disp.locked(func(s *sched.Scheduler) { max, count = s.ProjectCeiling(), s.ProjectInFlight(project) })
+	return max, count
 }
 
 // SetFlowKeyPaused pauses or resumes a key. A paused key keeps accepting deliveries into
 // its waitlist and starts none.
-func (e *Engine) SetFlowKeyPaused(project, key string, paused bool) error {
-	return e.changeFlowKey(project, key, func(k *flowctl.Key) { k.Paused = paused })
+func (e *Engine) SetFlowKeyPaused(ctx context.Context, project, key string, paused bool) error {
+	return e.changeFlowKey(ctx, project, key, func(k *flowctl.Key) { k.Paused = paused })
 }
 
 // PinFlowKey fixes a key's parallelism and/or rate (zero values leave that part as is).
-func (e *Engine) PinFlowKey(project, key string, parallelism, rate int, period time.Duration) error {
+func (e *Engine) PinFlowKey(ctx context.Context, project, key string, parallelism, rate int, period time.Duration) error {
 	if parallelism < 0 || rate < 0 || parallelism > flowctl.MaxParallelism || rate > flowctl.MaxRate || period < 0 || period > flowctl.MaxPeriod {
 		return fmt.Errorf("%w: pin values out of range", flowctl.ErrInvalid)
 	}
@@ -86,7 +102,7 @@ func (e *Engine) PinFlowKey(project, key string, parallelism, rate int, period t
 	if period == 0 {
 		period = flowctl.DefaultPeriod
 	}
-	return e.changeFlowKey(project, key, func(k *flowctl.Key) {
+	return e.changeFlowKey(ctx, project, key, func(k *flowctl.Key) {
 		if parallelism > 0 {
 			k.Pins.Parallelism = parallelism
 		}
@@ -97,8 +113,8 @@ func (e *Engine) PinFlowKey(project, key string, parallelism, rate int, period t
 }
 
 // UnpinFlowKey removes a key's pins.
-func (e *Engine) UnpinFlowKey(project, key string, parallelism, rate bool) error {
-	return e.changeFlowKey(project, key, func(k *flowctl.Key) {
+func (e *Engine) UnpinFlowKey(ctx context.Context, project, key string, parallelism, rate bool) error {
+	return e.changeFlowKey(ctx, project, key, func(k *flowctl.Key) {
 		if parallelism {
 			k.Pins.Parallelism = 0
 		}
@@ -109,93 +125,88 @@ func (e *Engine) UnpinFlowKey(project, key string, parallelism, rate bool) error
 }
 
 // ResetFlowKeyRate forgets a key's recent starts, so its rate window starts afresh.
-func (e *Engine) ResetFlowKeyRate(project, key string) error {
-	e.flowMu.Lock()
-	defer e.flowMu.Unlock()
-	if err := e.store.Update(func(tx *storage.Tx) error { return tx.ResetRate(project, key) }); err != nil {
-		return err
-	}
-	return e.changeFlowKeyLocked(project, key, func(k *flowctl.Key) { k.Window.Reset() })
-}
-
-// changeFlowKey applies an operator change to a key, persists its settings and lets
-// whatever the change allows start.
-func (e *Engine) changeFlowKey(project, key string, change func(*flowctl.Key)) error {
-	e.flowMu.Lock()
-	defer e.flowMu.Unlock()
-	return e.changeFlowKeyLocked(project, key, change)
-}
-
-// changeFlowKeyLocked is changeFlowKey for a caller holding flowMu, which keeps the
-// stored settings in the order the changes were made.
-func (e *Engine) changeFlowKeyLocked(project, key string, change func(*flowctl.Key)) error {
+func (e *Engine) ResetFlowKeyRate(ctx context.Context, project, key string) error {
 	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
 		return err // validates the key's syntax
 	}
-	d := e.disp
-	d.lock()
-	q := d.queue(flowID{project, key})
-	change(q.key)
-	settings := storage.FlowKeySettings{Paused: q.key.Paused, Pins: q.key.Pins}
-	d.unlock()
-	if err := e.store.Update(func(tx *storage.Tx) error { return tx.PutFlowKey(project, key, settings) }); err != nil {
+	e.flowMu.Lock()
+	defer e.flowMu.Unlock()
+	if _, err := update(ctx, e.store, func(tx *storage.Tx) (struct{}, error) { return struct{}{}, tx.ResetRate(project, key) }); err != nil {
 		return err
 	}
-	d.lock()
-	now := e.now()
-	d.pump(d.ctx, q, now, -1)
-	d.evictIfIdle(q, now)
-	d.unlock()
-	d.signal()
+	e.disp.with(func(s *sched.Scheduler) []sched.Start {
+		_, starts := s.ChangeKey(project, key, func(k *flowctl.Key) { k.Window.Reset() }, e.now())
+		return starts
+	})
+	return nil
+}
+
+// changeFlowKey applies an operator change to a key, stores the key's settings, and then
+// lets whatever the change allows start. flowMu keeps the stored settings in the order
+// the changes were made.
+func (e *Engine) changeFlowKey(ctx context.Context, project, key string, change func(*flowctl.Key)) error {
+	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
+		return err // validates the key's syntax
+	}
+	e.flowMu.Lock()
+	defer e.flowMu.Unlock()
+	var settings sched.KeySettings
+	e.disp.locked(func(s *sched.Scheduler) { settings = s.KeySettings(project, key, change) })
+	if _, err := update(ctx, e.store, func(tx *storage.Tx) (struct{}, error) {
+		return struct{}{}, tx.PutFlowKey(project, key, storage.FlowKeySettings{Paused: settings.Paused, Pins: settings.Pins})
+	}); err != nil {
+		return err
+	}
+	e.disp.with(func(s *sched.Scheduler) []sched.Start {
+		_, starts := s.ChangeKey(project, key, change, e.now())
+		return starts
+	})
 	return nil
 }
 
 // WaitReason says why a pending message of a project has not started: the constraint
 // its waitlist's head waits for (or that earlier deliveries of its key are ahead of it)
 // and since when it waits. ok is false when the message is not in a waitlist.
-func (e *Engine) WaitReason(project, messageID string) (reason string, since time.Time, ok bool) {
-	var m *Message
-	if err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		m, err = tx.Message(project, messageID)
-		return err
-	}); err != nil {
-		return "", time.Time{}, false
+func (e *Engine) WaitReason(ctx context.Context, project, messageID string) (reason string, since time.Time, ok bool, err error) {
+	m, err := e.Message(ctx, project, messageID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", time.Time{}, false, nil // delivered or cancelled meanwhile
 	}
-	due := storage.DueOf(m)
-	d := e.disp
-	d.lock()
-	defer d.unlock()
-	q := d.flow.queues[flowID{project, due.FlowKey}]
-	if q == nil {
-		return "", time.Time{}, false
+	if err != nil {
+		return "", time.Time{}, false, err
 	}
-	item, found := q.waiting.Get(newWaitItem(due, time.Time{}))
-	if !found {
-		return "", time.Time{}, false
-	}
-	reason = q.blockedBy
-	if head, _ := q.waiting.Min(); head.id != item.id {
-		reason = fmt.Sprintf("queued behind earlier deliveries of key %q (%d waiting); the first waits for %s", q.id.key, q.waiting.Len(), q.blockedBy)
-	}
-	return reason, time.Unix(0, item.since), true
+	e.disp.locked(func(s *sched.Scheduler) { reason, since, ok = s.WaitReason(storage.DueOf(m)) })
+	return reason, since, ok, nil
 }
 
 // RunWaitReason says why a live run's next delivery has not started, if one of its
 // messages waits in a flow-control waitlist.
-func (e *Engine) RunWaitReason(project, runID string) (reason string, since time.Time, ok bool) {
-	var ids []string
-	if err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		ids, err = tx.RunMessages(project, runID)
-		return err
-	}); err != nil {
-		return "", time.Time{}, false
-	}
-	for _, id := range ids {
-		if reason, since, ok := e.WaitReason(project, id); ok {
-			return reason, since, true
+func (e *Engine) RunWaitReason(ctx context.Context, project, runID string) (reason string, since time.Time, ok bool, err error) {
+	dues, err := view(ctx, e.store, func(tx *storage.Tx) ([]storage.DueEntry, error) {
+		ids, err := tx.RunMessages(project, runID)
+		if err != nil {
+			return nil, err
 		}
+		var dues []storage.DueEntry
+		for _, id := range ids {
+			m, err := tx.Message(project, id)
+			if err == nil {
+				dues = append(dues, storage.DueOf(m))
+			} else if !errors.Is(err, storage.ErrNotFound) {
+				return nil, err
+			}
+		}
+		return dues, nil
+	})
+	if err != nil {
+		return "", time.Time{}, false, err
 	}
-	return "", time.Time{}, false
+	e.disp.locked(func(s *sched.Scheduler) {
+		for _, d := range dues {
+			if reason, since, ok = s.WaitReason(d); ok {
+				return
+			}
+		}
+	})
+	return reason, since, ok, nil
 }

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -57,13 +56,10 @@ func (f *fakeEndpoint) startsOf(path string) []time.Time {
 func bubbleEngine(t *testing.T, ep http.RoundTripper, cfg Config) (*Engine, *storage.Store) {
 	store, err := storage.Open(filepath.Join(t.TempDir(), "duraton.db"), storage.Options{})
 	require.NoError(t, err)
-	_, err = EnsureProject(store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "h")
+	_, err = EnsureProject(t.Context(), store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "h")
 	require.NoError(t, err)
 	cfg.Transport = ep
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := New(cfg, store)
-	require.NoError(t, e.Start(t.Context()))
-	return e, store
+	return startEngine(t, store, cfg), store
 }
 
 func keyed(key string, parallelism, rate int, period time.Duration) *flowctl.Config {
@@ -78,7 +74,7 @@ func TestRateLimitTiming(t *testing.T) {
 		defer e.Stop()
 		start := time.Now()
 		for i := 0; i < 7; i++ {
-			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/r", Method: "POST", FlowControl: keyed("k", 0, 3, 2*time.Second)}})
+			_, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/r", Method: "POST", FlowControl: keyed("k", 0, 3, 2*time.Second)}})
 			require.NoError(t, err)
 		}
 		time.Sleep(10 * time.Second)
@@ -101,7 +97,7 @@ func TestParallelismHoldsOnlyWhileInFlight(t *testing.T) {
 		defer e.Stop()
 		start := time.Now()
 		for i := 0; i < 4; i++ {
-			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/p", Method: "POST", FlowControl: keyed("one", 1, 0, 0)}})
+			_, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/p", Method: "POST", FlowControl: keyed("one", 1, 0, 0)}})
 			require.NoError(t, err)
 		}
 		time.Sleep(10 * time.Second)
@@ -124,10 +120,10 @@ func TestProjectCeilingAcrossKeys(t *testing.T) {
 		defer e.Stop()
 		for i := 0; i < 6; i++ {
 			key := []string{"a", "b", "c"}[i%3]
-			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/" + key, Method: "POST", FlowControl: keyed(key, 5, 0, 0)}})
+			_, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/" + key, Method: "POST", FlowControl: keyed(key, 5, 0, 0)}})
 			require.NoError(t, err)
 		}
-		_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/nokey", Method: "POST"}})
+		_, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/nokey", Method: "POST"}})
 		require.NoError(t, err)
 		time.Sleep(time.Second / 2)
 		synctest.Wait()
@@ -150,8 +146,8 @@ func TestPausedKeyKeepsWaitlisting(t *testing.T) {
 		e, store := bubbleEngine(t, ep, Config{})
 		defer store.Close()
 		defer e.Stop()
-		require.NoError(t, e.SetFlowKeyPaused(testProject, "k", true))
-		res, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/k", Method: "POST", FlowControl: keyed("k", 3, 0, 0)}})
+		require.NoError(t, e.SetFlowKeyPaused(t.Context(), testProject, "k", true))
+		res, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/k", Method: "POST", FlowControl: keyed("k", 3, 0, 0)}})
 		require.NoError(t, err)
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -159,11 +155,12 @@ func TestPausedKeyKeepsWaitlisting(t *testing.T) {
 		info := e.FlowKey(testProject, "k")
 		require.True(t, info.Paused)
 		require.Equal(t, 1, info.WaitListSize)
-		reason, _, ok := e.WaitReason(testProject, res[0].MessageID)
+		reason, _, ok, err := e.WaitReason(t.Context(), testProject, res[0].MessageID)
+		require.NoError(t, err)
 		require.True(t, ok)
 		require.Contains(t, reason, "paused(key=k)")
 
-		require.NoError(t, e.SetFlowKeyPaused(testProject, "k", false))
+		require.NoError(t, e.SetFlowKeyPaused(t.Context(), testProject, "k", false))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		require.Len(t, ep.startsOf("/k"), 1)
@@ -177,7 +174,7 @@ func TestSleepingRunHoldsNoSlot(t *testing.T) {
 		defer store.Close()
 		defer e.Stop()
 		trigger := func(run, path string) {
-			_, err := e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/" + path, Method: "POST",
+			_, err := e.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: "http://x.test/" + path, Method: "POST",
 				RunID: run, FlowControl: keyed("shared", 1, 0, 0)}, Init: &RunInit{}}})
 			require.NoError(t, err)
 		}
@@ -187,7 +184,7 @@ func TestSleepingRunHoldsNoSlot(t *testing.T) {
 		require.Len(t, ep.startsOf("/sleeper"), 1)
 
 		// The sleeper's next step is due in an hour: while it sleeps it holds nothing.
-		_, err := e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/sleeper", Method: "POST",
+		_, err := e.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: "http://x.test/sleeper", Method: "POST",
 			RunID: "wfr_sleeper", CallType: CallStep, Body: []byte(`{"stepId":1,"stepType":"SleepFor","sleepFor":3600}`),
 			NotBefore: time.Now().Add(time.Hour).UnixMilli()}}})
 		require.NoError(t, err)
@@ -220,14 +217,14 @@ func TestStepOverrideGatesUnderItsOwnKeyOnly(t *testing.T) {
 		e, store := bubbleEngine(t, ep, Config{})
 		defer store.Close()
 		defer e.Stop()
-		_, err := e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/init", Method: "POST",
+		_, err := e.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: "http://x.test/init", Method: "POST",
 			RunID: "wfr_o", FlowControl: keyed("runkey", 1, 0, 0)}, Init: &RunInit{}}})
 		require.NoError(t, err)
 		time.Sleep(time.Second)
 		synctest.Wait()
 
 		// A plan step with its own flow control (protocol §12.1).
-		_, err = e.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: "http://x.test/step", Method: "POST",
+		_, err = e.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: "http://x.test/step", Method: "POST",
 			RunID: "wfr_o", CallType: CallStep, Body: []byte(`{"stepId":0,"stepType":"Run","concurrent":1,"targetStep":1}`),
 			FlowControl: keyed("stepkey", 1, 5, time.Second)}}})
 		require.NoError(t, err)
@@ -261,7 +258,7 @@ func TestCeilingTakesTurnsAcrossKeys(t *testing.T) {
 			hold(r)
 		}
 		for _, key := range []string{"a", "a", "a", "b", "b"} {
-			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/" + key, Method: "POST", FlowControl: keyed(key, 5, 0, 0)}})
+			_, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/" + key, Method: "POST", FlowControl: keyed(key, 5, 0, 0)}})
 			require.NoError(t, err)
 		}
 		time.Sleep(time.Minute)
@@ -279,7 +276,7 @@ func TestCancelledWaitingMessageTakesNothing(t *testing.T) {
 		defer store.Close()
 		defer e.Stop()
 		publish := func() string {
-			res, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/r", Method: "POST", FlowControl: keyed("r", 0, 1, time.Minute)}})
+			res, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/r", Method: "POST", FlowControl: keyed("r", 0, 1, time.Minute)}})
 			require.NoError(t, err)
 			return res[0].MessageID
 		}
@@ -288,12 +285,12 @@ func TestCancelledWaitingMessageTakesNothing(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		require.Equal(t, 1, e.FlowKey(testProject, "r").WaitListSize)
-		n, err := e.Cancel(testProject, []string{waiting}, nil, 1)
+		n, err := e.Cancel(t.Context(), testProject, []string{waiting}, nil, 1)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, 0, e.FlowKey(testProject, "r").WaitListSize, "a cancelled message leaves the waitlist at once")
 
-		require.NoError(t, e.ResetFlowKeyRate(testProject, "r"))
+		require.NoError(t, e.ResetFlowKeyRate(t.Context(), testProject, "r"))
 		publish()
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -308,7 +305,7 @@ func TestStopStartsNoWaitingDelivery(t *testing.T) {
 		e, store := bubbleEngine(t, ep, Config{DrainTimeout: time.Minute})
 		defer store.Close()
 		for i := 0; i < 3; i++ {
-			_, err := e.Publish([]*Message{{Project: testProject, URL: "http://x.test/s", Method: "POST", FlowControl: keyed("s", 1, 0, 0)}})
+			_, err := e.Publish(t.Context(), []*Message{{Project: testProject, URL: "http://x.test/s", Method: "POST", FlowControl: keyed("s", 1, 0, 0)}})
 			require.NoError(t, err)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -55,18 +56,16 @@ func NewSigningKey() string {
 
 // RotateKeys makes the next key current and generates a new next key, as QStash's
 // /v2/keys/rotate does. Deliveries are signed with the new current key from then on.
-func (e *Engine) RotateKeys(project string) (*Project, error) {
+func (e *Engine) RotateKeys(ctx context.Context, project string) (*Project, error) {
 	next := NewSigningKey()
-	var p *Project
-	err := e.store.Update(func(tx *storage.Tx) error {
+	p, err := update(ctx, e.store, func(tx *storage.Tx) (*Project, error) {
 		cur, err := tx.Project(project)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rotated := *cur
 		rotated.CurrentSigningKey, rotated.NextSigningKey = cur.NextSigningKey, next
-		p = &rotated
-		return tx.PutProject(&rotated)
+		return &rotated, tx.PutProject(&rotated)
 	})
 	if err != nil {
 		return nil, err
@@ -76,63 +75,47 @@ func (e *Engine) RotateKeys(project string) (*Project, error) {
 }
 
 // Project reads a project's record (its signing keys included).
-func (e *Engine) Project(id string) (*Project, error) {
-	var p *Project
-	err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		p, err = tx.Project(id)
-		return err
-	})
-	return p, err
+func (e *Engine) Project(ctx context.Context, id string) (*Project, error) {
+	return view(ctx, e.store, func(tx *storage.Tx) (*Project, error) { return tx.Project(id) })
 }
 
 // ProjectForToken returns the id of the project a token hash belongs to.
-func (e *Engine) ProjectForToken(tokenHash string) (string, error) {
-	var id string
-	err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		id, err = tx.TokenProject(tokenHash)
-		return err
-	})
-	return id, err
+func (e *Engine) ProjectForToken(ctx context.Context, tokenHash string) (string, error) {
+	return view(ctx, e.store, func(tx *storage.Tx) (string, error) { return tx.TokenProject(tokenHash) })
 }
 
 // EnsureProject creates the project p (with its signing keys) and binds tokenHash to it,
 // unless a project with that id exists; then only the token binding is added. It returns
 // the stored project.
-func EnsureProject(store Store, p Project, tokenHash string) (*Project, error) {
-	var out *Project
-	err := store.Update(func(tx *storage.Tx) error {
-		cur, err := tx.Project(p.ID)
+func EnsureProject(ctx context.Context, store Store, p Project, tokenHash string) (*Project, error) {
+	return update(ctx, store, func(tx *storage.Tx) (*Project, error) {
+		out, err := tx.Project(p.ID)
 		switch {
 		case err == nil:
-			out = cur
 		case errors.Is(err, storage.ErrNotFound):
-			if err := tx.CreateProject(&p); err != nil {
-				return err
+			created := p
+			if err := tx.CreateProject(&created); err != nil {
+				return nil, err
 			}
-			out = &p
+			out = &created
 		default:
-			return err
+			return nil, err
 		}
 		if tokenHash == "" {
-			return nil
+			return out, nil
 		}
-		if owner, err := tx.TokenProject(tokenHash); err == nil && owner != p.ID {
-			return fmt.Errorf("token already belongs to project %q", owner)
+		owner, err := tx.TokenProject(tokenHash)
+		switch {
+		case err == nil && owner != p.ID:
+			return nil, fmt.Errorf("token already belongs to project %q", owner)
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return nil, err
 		}
-		return tx.PutToken(tokenHash, p.ID)
+		return out, tx.PutToken(tokenHash, p.ID)
 	})
-	return out, err
 }
 
 // ListProjects lists every project.
-func ListProjects(store Store) ([]Project, error) {
-	var out []Project
-	err := store.View(func(tx *storage.Tx) error {
-		var err error
-		out, err = tx.Projects()
-		return err
-	})
-	return out, err
+func ListProjects(ctx context.Context, store Store) ([]Project, error) {
+	return view(ctx, store, func(tx *storage.Tx) ([]Project, error) { return tx.Projects() })
 }

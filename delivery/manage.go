@@ -6,85 +6,89 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/storage"
 )
 
 // Message reads a pending message of a project.
-func (e *Engine) Message(project, id string) (*Message, error) {
-	var m *Message
-	err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		m, err = tx.Message(project, id)
-		return err
-	})
-	return m, err
+func (e *Engine) Message(ctx context.Context, project, id string) (*Message, error) {
+	return view(ctx, e.store, func(tx *storage.Tx) (*Message, error) { return tx.Message(project, id) })
 }
 
 // Cancel removes pending messages of a project: those named by ids, or (ids empty) up to
 // limit of those matching keep, oldest first. An attempt already in flight finishes, but
 // its outcome is not recorded. It returns how many messages were cancelled.
-func (e *Engine) Cancel(project string, ids []string, keep func(*Message) bool, limit int) (int, error) {
+func (e *Engine) Cancel(ctx context.Context, project string, ids []string, keep func(*Message) bool, limit int) (int, error) {
 	now := e.now()
-	var victims []*Message
-	if err := e.store.View(func(tx *storage.Tx) error {
+	victims, err := view(ctx, e.store, func(tx *storage.Tx) ([]*Message, error) {
+		var victims []*Message
 		if len(ids) > 0 {
 			for _, id := range ids {
-				if m, err := tx.Message(project, id); err == nil {
-					victims = append(victims, m)
+				m, err := tx.Message(project, id)
+				if errors.Is(err, storage.ErrNotFound) {
+					continue
 				}
+				if err != nil {
+					return nil, err
+				}
+				victims = append(victims, m)
 			}
-			return nil
+			return victims, nil
 		}
-		return tx.ForEachMessage(project, func(m *Message) bool {
+		err := tx.ForEachMessage(project, func(m *Message) bool {
 			if keep(m) {
 				victims = append(victims, m)
 			}
 			return len(victims) < limit
 		})
-	}); err != nil {
+		return victims, err
+	})
+	if err != nil {
 		return 0, err
 	}
-	logs := make([]*storage.LogEvent, len(victims))
-	for i, m := range victims {
-		logs[i] = &storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), State: storage.StateCancelled, MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried}
+	type result struct {
+		cancelled int
+		fx        effects
 	}
-	cancelled := 0
-	err := e.store.Update(func(tx *storage.Tx) error {
-		cancelled = 0
-		for i, m := range victims {
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
+		var res result
+		for _, m := range victims {
 			cur, err := tx.Message(project, m.ID)
 			if errors.Is(err, storage.ErrNotFound) {
 				continue // delivered or cancelled meanwhile
 			}
 			if err != nil {
-				return err
+				return res, err
 			}
-			if err := tx.DeleteDue(storage.DueOf(cur)); err != nil {
-				return err
+			due := storage.DueOf(cur)
+			if err := tx.DeleteDue(due); err != nil {
+				return res, err
 			}
 			if err := tx.DeleteMessage(project, m.ID); err != nil {
-				return err
+				return res, err
 			}
-			if err := tx.AppendLog(project, logs[i]); err != nil {
-				return err
+			ev := &storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), State: storage.StateCancelled,
+				MessageID: cur.ID, URL: cur.URL, Queue: cur.Queue, Labels: cur.Labels, Retried: cur.Retried}
+			if err := tx.AppendLog(project, ev); err != nil {
+				return res, err
 			}
-			cancelled++
+			res.fx.forget = append(res.fx.forget, due)
+			res.cancelled++
 		}
-		return nil
+		return res, nil
 	})
-	if err == nil {
-		for _, m := range victims {
-			if m.Queue != "" {
-				e.disp.forget(project, m.Queue, m.ID)
-			}
-			e.disp.forgetWaiting(storage.DueOf(m))
-		}
+	if err != nil {
+		return 0, err
 	}
-	return cancelled, err
+	e.disp.apply(res.fx)
+	return res.cancelled, nil
 }
 
 // Logs lists a project's log events newest first; see storage.Tx.ListLogs.
-func (e *Engine) Logs(project, cursor string, count int, keep func(*LogEvent) bool) (events []LogEvent, next string, err error) {
+func (e *Engine) Logs(ctx context.Context, project, cursor string, count int, keep func(*LogEvent) bool) (events []LogEvent, next string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
 	err = e.store.View(func(tx *storage.Tx) error {
 		events, next, err = tx.ListLogs(project, cursor, count, keep)
 		return err
@@ -93,7 +97,10 @@ func (e *Engine) Logs(project, cursor string, count int, keep func(*LogEvent) bo
 }
 
 // DLQ lists a project's dead letters newest first; see storage.Tx.ListDLQ.
-func (e *Engine) DLQ(project, cursor string, count int, keep func(*DLQEntry) bool) (entries []DLQEntry, next string, err error) {
+func (e *Engine) DLQ(ctx context.Context, project, cursor string, count int, keep func(*DLQEntry) bool) (entries []DLQEntry, next string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
 	err = e.store.View(func(tx *storage.Tx) error {
 		entries, next, err = tx.ListDLQ(project, cursor, count, keep)
 		return err
@@ -102,125 +109,127 @@ func (e *Engine) DLQ(project, cursor string, count int, keep func(*DLQEntry) boo
 }
 
 // DeleteDLQ removes dead letters by id and returns how many existed.
-func (e *Engine) DeleteDLQ(project string, ids []string) (int, error) {
-	deleted := 0
-	err := e.store.Update(func(tx *storage.Tx) error {
-		deleted = 0
+func (e *Engine) DeleteDLQ(ctx context.Context, project string, ids []string) (int, error) {
+	return update(ctx, e.store, func(tx *storage.Tx) (int, error) {
+		deleted := 0
 		for _, id := range ids {
 			err := tx.DeleteDLQ(project, id)
 			if errors.Is(err, storage.ErrNotFound) {
 				continue
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
 			deleted++
 		}
-		return nil
+		return deleted, nil
 	})
-	return deleted, err
 }
 
 // RetryDLQ publishes each named dead letter again as a new message with a fresh retry
 // budget, and removes it from the DLQ in the same transaction. It returns the new message
 // ids in the order of ids; unknown ids are skipped.
-func (e *Engine) RetryDLQ(project string, ids []string) ([]string, error) {
+func (e *Engine) RetryDLQ(ctx context.Context, project string, ids []string) ([]string, error) {
 	now := e.now()
-	var entries []*DLQEntry
-	if err := e.store.View(func(tx *storage.Tx) error {
+	type result struct {
+		ids []string
+		fx  effects
+	}
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
+		var res result
 		for _, id := range ids {
-			if d, err := tx.DLQ(project, id); err == nil {
-				entries = append(entries, d)
-			}
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	msgs := make([]*Message, len(entries))
-	logs := make([]*storage.LogEvent, len(entries))
-	for i, d := range entries {
-		m := d.Message
-		m.ID = e.ids.New(storage.PrefixMessage, now)
-		m.CreatedAt, m.NotBefore, m.DueAt = now.UnixMilli(), now.UnixMilli(), now.UnixNano()
-		m.State, m.Retried, m.DedupID = storage.StateCreated, 0, ""
-		msgs[i] = &m
-		logs[i] = e.createdLog(&m, now)
-	}
-	var out []string
-	err := e.store.Update(func(tx *storage.Tx) error {
-		out = out[:0]
-		for i, d := range entries {
-			if err := tx.DeleteDLQ(project, d.DLQID); errors.Is(err, storage.ErrNotFound) {
+			d, err := tx.DLQ(project, id)
+			if errors.Is(err, storage.ErrNotFound) {
 				continue
-			} else if err != nil {
-				return err
 			}
-			if err := putNew(tx, msgs[i], logs[i]); err != nil {
-				return err
+			if err != nil {
+				return res, err
 			}
-			out = append(out, msgs[i].ID)
+			m := d.Message
+			m.ID = e.ids.New(storage.PrefixMessage, now)
+			m.CreatedAt, m.NotBefore, m.DueAt = now.UnixMilli(), now.UnixMilli(), now.UnixNano()
+			m.State, m.Retried, m.DedupID = storage.StateCreated, 0, ""
+			if err := tx.DeleteDLQ(project, d.DLQID); err != nil {
+				return res, err
+			}
+			if err := putNew(tx, &m, e.createdLog(&m, now)); err != nil {
+				return res, err
+			}
+			res.ids = append(res.ids, m.ID)
+			res.fx.add = append(res.fx.add, storage.DueOf(&m))
 		}
-		return nil
+		return res, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	due := make([]storage.DueEntry, 0, len(out))
-	for _, m := range msgs {
-		due = append(due, storage.DueOf(m))
-	}
-	e.disp.add(due...)
-	return out, nil
+	e.disp.apply(res.fx)
+	return res.ids, nil
 }
 
 // UpsertQueue creates or updates a queue.
-func (e *Engine) UpsertQueue(project string, name string, parallelism int, paused bool) error {
+func (e *Engine) UpsertQueue(ctx context.Context, project string, name string, parallelism int, paused bool) error {
 	now := e.now().UnixMilli()
-	var q storage.Queue
-	err := e.store.Update(func(tx *storage.Tx) error {
-		q = storage.Queue{Name: name, Parallelism: parallelism, Paused: paused, CreatedAt: now, UpdatedAt: now}
-		if cur, err := tx.Queue(project, name); err == nil {
+	return e.changeQueue(ctx, project, name, func(tx *storage.Tx) (*storage.Queue, error) {
+		q := &storage.Queue{Name: name, Parallelism: parallelism, Paused: paused, CreatedAt: now, UpdatedAt: now}
+		cur, err := tx.Queue(project, name)
+		switch {
+		case err == nil:
 			q.CreatedAt = cur.CreatedAt
-		} else if n := tx.QueueCount(project); n >= e.cfg.MaxQueues {
-			return fmt.Errorf("%w: the project has %d queues, the limit is %d", ErrQueueLimit, n, e.cfg.MaxQueues)
+		case !errors.Is(err, storage.ErrNotFound):
+			return nil, err
+		default:
+			if n := tx.QueueCount(project); n >= e.cfg.MaxQueues {
+				return nil, fmt.Errorf("%w: the project has %d queues, the limit is %d", ErrQueueLimit, n, e.cfg.MaxQueues)
+			}
 		}
-		return tx.PutQueue(project, &q)
+		return q, tx.PutQueue(project, q)
 	})
-	if err == nil {
-		e.disp.configureQueue(project, name, &q)
-	}
-	return err
 }
 
 // SetQueuePaused pauses or resumes a queue.
-func (e *Engine) SetQueuePaused(project, name string, paused bool) error {
+func (e *Engine) SetQueuePaused(ctx context.Context, project, name string, paused bool) error {
 	now := e.now().UnixMilli()
-	var q *storage.Queue
-	err := e.store.Update(func(tx *storage.Tx) error {
+	return e.changeQueue(ctx, project, name, func(tx *storage.Tx) (*storage.Queue, error) {
 		cur, err := tx.Queue(project, name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		updated := *cur
 		updated.Paused, updated.UpdatedAt = paused, now
-		q = &updated
-		return tx.PutQueue(project, &updated)
+		return &updated, tx.PutQueue(project, &updated)
 	})
-	if err == nil {
-		e.disp.configureQueue(project, name, q)
-	}
-	return err
 }
 
 // DeleteQueue removes a queue. Its pending messages stay and are delivered without the
 // queue's limits.
-func (e *Engine) DeleteQueue(project, name string) error {
-	err := e.store.Update(func(tx *storage.Tx) error { return tx.DeleteQueue(project, name) })
-	if err == nil {
-		e.disp.configureQueue(project, name, nil)
+func (e *Engine) DeleteQueue(ctx context.Context, project, name string) error {
+	return e.changeQueue(ctx, project, name, func(tx *storage.Tx) (*storage.Queue, error) {
+		return nil, tx.DeleteQueue(project, name)
+	})
+}
+
+// changeQueue stores a queue change and gives the scheduler the queue's new settings
+// (nil: deleted). queueMu keeps the scheduler's settings in the order of the commits.
+func (e *Engine) changeQueue(ctx context.Context, project, name string, change func(tx *storage.Tx) (*storage.Queue, error)) error {
+	e.queueMu.Lock()
+	defer e.queueMu.Unlock()
+	q, err := update(ctx, e.store, change)
+	if err != nil {
+		return err
 	}
-	return err
+	e.disp.with(func(s *sched.Scheduler) []sched.Start {
+		s.ConfigureQueue(project, name, queueSettings(q))
+		return nil
+	})
+	return nil
+}
+
+func queueSettings(q *storage.Queue) *sched.QueueSettings {
+	if q == nil {
+		return nil
+	}
+	return &sched.QueueSettings{Parallelism: q.Parallelism, Paused: q.Paused}
 }
 
 // QueueInfo is a queue with its current lag (messages parked or in flight).
@@ -230,28 +239,26 @@ type QueueInfo struct {
 }
 
 // Queues lists a project's queues, or just the named one when name is not empty.
-func (e *Engine) Queues(project, name string) ([]QueueInfo, error) {
-	var qs []storage.Queue
-	err := e.store.View(func(tx *storage.Tx) error {
+func (e *Engine) Queues(ctx context.Context, project, name string) ([]QueueInfo, error) {
+	qs, err := view(ctx, e.store, func(tx *storage.Tx) ([]storage.Queue, error) {
 		if name != "" {
 			q, err := tx.Queue(project, name)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			qs = []storage.Queue{*q}
-			return nil
+			return []storage.Queue{*q}, nil
 		}
-		var err error
-		qs, err = tx.Queues(project)
-		return err
+		return tx.Queues(project)
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]QueueInfo, len(qs))
-	for i, q := range qs {
-		out[i] = QueueInfo{Queue: q, Lag: e.disp.queueLag(project, q.Name)}
-	}
+	e.disp.locked(func(s *sched.Scheduler) {
+		for i, q := range qs {
+			out[i] = QueueInfo{Queue: q, Lag: s.QueueLag(project, q.Name)}
+		}
+	})
 	return out, nil
 }
 
@@ -267,7 +274,7 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		case <-e.disp.stopped:
 			return
 		case <-t.C:
-			if err := e.sweep(); err != nil {
+			if err := e.sweep(ctx); err != nil {
 				e.log.Error("retention sweep", "err", err)
 			}
 		}
@@ -295,37 +302,31 @@ func deleteEndedRuns(tx *storage.Tx, project string, cutoffMs int64, limit int) 
 	return n, nil
 }
 
-func (e *Engine) sweep() error {
+func (e *Engine) sweep(ctx context.Context) error {
 	now := e.now()
-	var projects []storage.Project
-	if err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		projects, err = tx.Projects()
-		return err
-	}); err != nil {
+	projects, err := ListProjects(ctx, e.store)
+	if err != nil {
 		return err
 	}
 	logCut := storage.IDAt(storage.PrefixLog, now.Add(-e.cfg.LogRetention))
 	dlqCut := storage.IDAt(storage.PrefixDLQ, now.Add(-e.cfg.DLQRetention))
 	for _, p := range projects {
 		for {
-			n := 0
-			err := e.store.Update(func(tx *storage.Tx) error {
+			n, err := update(ctx, e.store, func(tx *storage.Tx) (int, error) {
 				a, err := tx.DeleteLogsBefore(p.ID, logCut, sweepBatch)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				b, err := tx.DeleteDLQBefore(p.ID, dlqCut, sweepBatch)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				c, err := tx.DeleteExpiredDedup(p.ID, now.UnixMilli(), sweepBatch)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				d, err := deleteEndedRuns(tx, p.ID, now.Add(-e.cfg.RunRetention).UnixMilli(), sweepBatch)
-				n = a + b + c + d
-				return err
+				return a + b + c + d, err
 			})
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -11,169 +12,150 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// record writes an attempt's outcome in one transaction: the message's new state, its
-// next due entry or dead letter, the callback and failure-callback messages, the log
-// events, and for workflow messages the run's history and state. It returns the due
-// entries it created, for the dispatcher.
-//
-// The transaction is compare-and-set on the message's due entry: if the message was
-// cancelled or moved on meanwhile, nothing is written (ErrConflict).
-func (e *Engine) record(m *storage.Message, out Outcome, now time.Time) ([]storage.DueEntry, error) {
-	// Everything random or clock-derived is made before the transaction, which may run
-	// twice under group commit.
-	next := *m
-	var (
-		dueEntries []storage.DueEntry
-		dlq        *storage.DLQEntry
-		callback   *storage.Message
-		failure    *storage.Message
-		logEv      = &storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried}
-		ids        = e.newInternalIDs(now)
-		cbLogs     = [2]*storage.LogEvent{}
-	)
+// outcomePlan is what an attempt's outcome writes, decided before the transaction:
+// the message's next state, its log event, its dead letter, and the callback and
+// failure-callback messages. The transaction only reads it (it may run twice).
+type outcomePlan struct {
+	next      Message // the message after the attempt (state, retried, due time)
+	log       storage.LogEvent
+	dlq       *storage.DLQEntry
+	callbacks []*Message // callback and failure callback, when wanted
+	cbLogs    []storage.LogEvent
+}
+
+func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan {
+	p := outcomePlan{next: *m, log: storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(),
+		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried}}
 	if out.Verdict != Delivered {
-		logEv.Error = out.Response.Error
-		logEv.ResponseStatus = out.Response.Status
-		logEv.ResponseHeader = out.Response.Header
-		logEv.ResponseBody = out.Response.Body
+		p.log.Error = out.Response.Error
+		p.log.ResponseStatus = out.Response.Status
+		p.log.ResponseHeader = out.Response.Header
+		p.log.ResponseBody = out.Response.Body
 	}
+	var failure *Message
 	switch {
 	case out.Verdict == Delivered:
-		logEv.State = storage.StateDelivered
-		logEv.ResponseStatus = out.Response.Status
+		p.log.State = storage.StateDelivered
+		p.log.ResponseStatus = out.Response.Status
 	case out.Verdict == Retryable && m.Retried < m.Retries:
 		delay := out.RetryAfter
 		if delay <= 0 {
 			delay = e.retryDelay(m)
 		}
-		next.Retried++
-		next.State = storage.StateRetry
-		next.DueAt = now.Add(delay).UnixNano()
-		logEv.State = storage.StateError
-		logEv.NextDeliveryTime = now.Add(delay).UnixMilli()
-		dueEntries = append(dueEntries, storage.DueWith(&next))
+		p.next.Retried++
+		p.next.State = storage.StateRetry
+		p.next.DueAt = now.Add(delay).UnixNano()
+		p.log.State = storage.StateError
+		p.log.NextDeliveryTime = now.Add(delay).UnixMilli()
 	default:
-		logEv.State = storage.StateFailed
-		next.State = storage.StateFailed
+		p.log.State = storage.StateFailed
+		p.next.State = storage.StateFailed
 		// A workflow's outbound call has no dead letter of its own: its last callback
 		// tells the workflow, which decides.
+		dlqID := ""
 		if m.CallType != CallToCallback {
-			dlq = &storage.DLQEntry{DLQID: e.ids.New(storage.PrefixDLQ, now), FailedAt: now.UnixMilli(), Message: next, Response: out.Response}
+			dlqID = e.ids.New(storage.PrefixDLQ, now)
+			p.dlq = &storage.DLQEntry{DLQID: dlqID, FailedAt: now.UnixMilli(), Message: p.next, Response: out.Response}
 		}
 		if spec := m.FailureCallback; spec != nil {
-			dlqID := ""
-			if dlq != nil {
-				dlqID = dlq.DLQID
-			}
 			failure = e.callbackMessage(m, spec, storage.KindFailureCallback, callbackPayloadFor(m, out, dlqID), now)
 		}
 	}
-	if spec := m.Callback; spec != nil {
-		callback = e.callbackMessage(m, spec, storage.KindCallback, callbackPayloadFor(m, out, ""), now)
-	}
-	for i, nm := range []*storage.Message{callback, failure} {
-		if nm != nil {
-			cbLogs[i] = e.createdLog(nm, now)
+	for _, cb := range []*Message{e.callbackOf(m, out, now), failure} {
+		if cb != nil {
+			p.callbacks = append(p.callbacks, cb)
+			p.cbLogs = append(p.cbLogs, *e.createdLog(cb, now))
 		}
 	}
+	return p
+}
 
-	err := e.store.Update(func(tx *storage.Tx) error {
-		dueEntries = dueEntries[:min(len(dueEntries), 1)]
+// callbackOf is the callback message reporting an attempt of m, if m asked for one.
+func (e *Engine) callbackOf(m *Message, out Outcome, now time.Time) *Message {
+	if m.Callback == nil {
+		return nil
+	}
+	return e.callbackMessage(m, m.Callback, storage.KindCallback, callbackPayloadFor(m, out, ""), now)
+}
+
+// record writes an attempt's outcome in one transaction: the message's new state, its
+// next due entry or dead letter, the callback and failure-callback messages, the log
+// events, and for workflow messages what the run makes of it (through the runHooks
+// seam). It returns the effects for the scheduler.
+//
+// The transaction is compare-and-set on the message's due entry: if the message was
+// cancelled or moved on meanwhile, nothing is written (ErrConflict).
+func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error) {
+	plan := e.planOutcome(m, out, now)
+	return update(context.Background(), e.store, func(tx *storage.Tx) (effects, error) {
+		var fx effects
 		// The due key names the message and its due time, and every state change moves
 		// or removes it: its presence is the compare-and-set.
 		if !tx.HasDue(storage.DueOf(m)) {
-			return storage.ErrConflict
+			return fx, storage.ErrConflict
 		}
 		if err := tx.DeleteDue(storage.DueOf(m)); err != nil {
-			return err
+			return fx, err
 		}
-		if logEv.State == storage.StateError {
+		if plan.log.State == storage.StateError {
+			next := plan.next
 			if err := tx.PutMessage(&next); err != nil {
-				return err
+				return fx, err
 			}
 			if err := tx.PutDue(storage.DueOf(&next)); err != nil {
-				return err
+				return fx, err
 			}
+			fx.add = append(fx.add, storage.DueWith(&next))
 		} else {
 			if err := tx.DeleteMessage(m.Project, m.ID); err != nil {
-				return err
+				return fx, err
 			}
 			if m.RunID != "" {
 				if err := tx.UnlinkRunMessage(m.Project, m.RunID, m.ID); err != nil {
-					return err
+					return fx, err
 				}
-				if err := e.workflowSettledTx(tx, m, logEv.State); err != nil {
-					return err
+				if err := e.hooks.settled(tx, m, plan.log.State); err != nil {
+					return fx, err
 				}
 			}
 		}
-		if dlq != nil {
-			if err := tx.PutDLQ(m.Project, dlq); err != nil {
-				return err
+		dlqID := ""
+		if plan.dlq != nil {
+			dlqID = plan.dlq.DLQID
+			if err := tx.PutDLQ(m.Project, plan.dlq); err != nil {
+				return fx, err
 			}
 		}
-		if err := tx.AppendLog(m.Project, logEv); err != nil {
-			return err
+		logEv := plan.log
+		if err := tx.AppendLog(m.Project, &logEv); err != nil {
+			return fx, err
 		}
-		if logEv.State == storage.StateFailed && isWorkflowDelivery(m) {
-			dlqID := ""
-			if dlq != nil {
-				dlqID = dlq.DLQID
-			}
-			_, resume, err := e.workflowFailureTx(tx, m, dlqID, ids, now)
+		if plan.log.State == storage.StateFailed && isWorkflowDelivery(m) {
+			runFx, err := e.hooks.failed(tx, m, dlqID, now)
 			if err != nil {
-				return err
+				return fx, err
 			}
-			if resume != nil {
-				dueEntries = append(dueEntries, *resume)
-			}
+			fx.merge(runFx)
 		}
-		for i, nm := range []*storage.Message{callback, failure} {
-			if nm == nil {
-				continue
-			}
-			if nm.RunID != "" {
-				if nm.Kind == storage.KindFailureCallback && dlq != nil {
-					p := callbackPayloadFor(m, out, dlq.DLQID)
-					workflowFailureFields(&p, tx, m)
-					nm.Body = compactJSON(p)
-				}
-				ok, err := e.workflowCallbackTx(tx, nm, m, now)
+		for i, tmpl := range plan.callbacks {
+			cb := *tmpl // the plan is read-only: this run of the transaction works on a copy
+			if cb.RunID != "" {
+				ok, err := e.hooks.bindCallback(tx, &cb, m, out, dlqID, now)
 				if err != nil {
-					return err
+					return fx, err
 				}
 				if !ok {
 					continue
 				}
 			}
-			if err := putNew(tx, nm, cbLogs[i]); err != nil {
-				return err
+			cbLog := plan.cbLogs[i]
+			if err := putNew(tx, &cb, &cbLog); err != nil {
+				return fx, err
 			}
-			dueEntries = append(dueEntries, storage.DueWith(nm))
+			fx.add = append(fx.add, storage.DueWith(&cb))
 		}
-		return nil
+		return fx, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return dueEntries, nil
-}
-
-// workflowSettledTx updates a run when one of its messages ends: the failure function's
-// state when it was the failure callback.
-func (e *Engine) workflowSettledTx(tx *storage.Tx, m *Message, state string) error {
-	if m.Kind != storage.KindFailureCallback {
-		return nil
-	}
-	run, err := tx.Run(m.Project, m.RunID)
-	if err != nil || run.FailureMessageID != m.ID {
-		return nil
-	}
-	run.FailureState = callbackFail
-	if state == storage.StateDelivered {
-		run.FailureState = callbackSuccess
-	}
-	return tx.PutRun(m.Project, run)
 }
 
 func (e *Engine) retryDelay(m *storage.Message) time.Duration {

@@ -1,10 +1,12 @@
 package delivery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -26,25 +28,29 @@ type PublishResult struct {
 }
 
 // Publish stores plain messages; see PublishAll.
-func (e *Engine) Publish(msgs []*Message) ([]PublishResult, error) {
+func (e *Engine) Publish(ctx context.Context, msgs []*Message) ([]PublishResult, error) {
 	pubs := make([]Publication, len(msgs))
 	for i, m := range msgs {
 		pubs[i] = Publication{Message: m}
 	}
-	return e.PublishAll(pubs)
+	return e.PublishAll(ctx, pubs)
 }
+
+// errQueueLock makes a publication that must create a queue run again under queueMu.
+var errQueueLock = errors.New("delivery: queue creation needs the queue lock")
 
 // PublishAll stores messages atomically and schedules them. It returns once they are
 // durable. The caller fills the request fields (Project, URL, Method, Header, Body,
 // Queue, Labels, CallerIP, NotBefore in unix ms or 0 for now, Retries, RetryDelay,
 // TimeoutMs, DedupID, FlowControl, Callback, FailureCallback, and RunID / CallType for
-// workflow messages); PublishAll assigns ID, Kind, CreatedAt, DueAt and State.
+// workflow messages); PublishAll assigns ID, Kind, CreatedAt, DueAt and State on the
+// caller's messages, and the run's configuration on the messages it stores.
 //
 // A message whose DedupID was seen within DedupWindow, or that triggers a run id that is
 // live, is not stored: its result is marked Deduplicated. A message for a queue the
 // project does not have creates it with DefaultQueueParallelism. A workflow step for a
 // run that ended fails the whole publication with ErrRunEnded.
-func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
+func (e *Engine) PublishAll(ctx context.Context, pubs []Publication) ([]PublishResult, error) {
 	now := e.now()
 	perRun := map[string]int{}
 	for _, p := range pubs {
@@ -54,80 +60,143 @@ func (e *Engine) PublishAll(pubs []Publication) ([]PublishResult, error) {
 			}
 		}
 	}
-	logs := make([]*storage.LogEvent, len(pubs))
-	for i, p := range pubs {
+	for _, p := range pubs {
 		prepare(p.Message, e.ids.New(storage.PrefixMessage, now), now)
-		logs[i] = e.createdLog(p.Message, now)
 	}
-	results := make([]PublishResult, len(pubs))
+	// A queue the scheduler does not know is new (every stored queue is loaded at
+	// start): creating it goes through publishLocked. A queue deleted after this check
+	// is found in the transaction (errQueueLock).
+	unknown := false
+	e.disp.locked(func(s *sched.Scheduler) {
+		for _, p := range pubs {
+			if q := p.Message.Queue; q != "" && !s.KnowsQueue(p.Message.Project, q) {
+				unknown = true
+			}
+		}
+	})
+	var res publishResult
+	err := errQueueLock
+	if !unknown {
+		res, err = e.publishTx(ctx, pubs, false, now)
+	}
+	if errors.Is(err, errQueueLock) {
+		res, err = e.publishLocked(ctx, pubs, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.disp.apply(effects{add: res.due})
+	return res.results, nil
+}
+
+// publishLocked stores a publication that may create queues. queueMu keeps queue
+// settings reaching the scheduler in commit order with operator changes, and the
+// scheduler is told of each queue the publication may create before the commit (a page
+// of the due index read right after it must find the gate); a queue that was not
+// created after all is withdrawn.
+func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, now time.Time) (publishResult, error) {
+	e.queueMu.Lock()
+	defer e.queueMu.Unlock()
+	var announced []createdQueue
+	e.disp.locked(func(s *sched.Scheduler) {
+		for _, p := range pubs {
+			if q := p.Message.Queue; q != "" && !s.KnowsQueue(p.Message.Project, q) {
+				s.ConfigureQueue(p.Message.Project, q, &sched.QueueSettings{Parallelism: DefaultQueueParallelism})
+				announced = append(announced, createdQueue{project: p.Message.Project, queue: storage.Queue{Name: q}})
+			}
+		}
+	})
+	res, err := e.publishTx(ctx, pubs, true, now)
+	e.disp.locked(func(s *sched.Scheduler) {
+		created := map[createdQueue]bool{}
+		for _, q := range res.queues {
+			created[createdQueue{project: q.project, queue: storage.Queue{Name: q.queue.Name}}] = true
+			s.ConfigureQueue(q.project, q.queue.Name, queueSettings(&q.queue))
+		}
+		for _, q := range announced {
+			if !created[q] {
+				s.ConfigureQueue(q.project, q.queue.Name, nil)
+			}
+		}
+	})
+	return res, err
+}
+
+type publishResult struct {
+	results []PublishResult
+	due     []storage.DueEntry
+	queues  []createdQueue
+}
+
+type createdQueue struct {
+	project string
+	queue   storage.Queue
+}
+
+// publishTx stores a publication. Without lock (queueMu held by the caller) it fails
+// with errQueueLock when a queue must be created.
+func (e *Engine) publishTx(ctx context.Context, pubs []Publication, lock bool, now time.Time) (publishResult, error) {
 	expires := now.Add(e.cfg.DedupWindow).UnixMilli()
-	err := e.store.Update(func(tx *storage.Tx) error {
+	return update(ctx, e.store, func(tx *storage.Tx) (publishResult, error) {
+		res := publishResult{results: make([]PublishResult, len(pubs))}
 		for i, p := range pubs {
-			m := p.Message
-			results[i] = PublishResult{MessageID: m.ID, URL: m.URL}
+			m := *p.Message // the caller's message is only read: this run works on a copy
+			res.results[i] = PublishResult{MessageID: m.ID, URL: m.URL}
 			if m.Queue != "" {
-				if err := e.ensureQueueTx(tx, m, now); err != nil {
-					return err
+				q, err := e.ensureQueueTx(tx, &m, now)
+				if err != nil {
+					return res, err
+				}
+				if q != nil {
+					if !lock {
+						return res, errQueueLock
+					}
+					res.queues = append(res.queues, createdQueue{project: m.Project, queue: *q})
 				}
 			}
 			if m.DedupID != "" {
 				rec, err := tx.Dedup(m.Project, m.DedupID)
-				if err == nil && rec.ExpiresAt > now.UnixMilli() {
-					results[i] = PublishResult{MessageID: rec.MessageID, URL: m.URL, Deduplicated: true}
+				switch {
+				case err == nil && rec.ExpiresAt > now.UnixMilli():
+					res.results[i] = PublishResult{MessageID: rec.MessageID, URL: m.URL, Deduplicated: true}
 					continue
+				case err != nil && !errors.Is(err, storage.ErrNotFound):
+					return res, err
 				}
 				if err := tx.PutDedup(m.Project, m.DedupID, &storage.DedupRecord{MessageID: m.ID, ExpiresAt: expires}); err != nil {
-					return err
+					return res, err
 				}
 			}
 			if m.RunID != "" {
-				created := true
-				var err error
-				if p.Init != nil {
-					created, err = e.createRunTx(tx, m, p.Init, now)
-				} else {
-					err = e.continueRunTx(tx, m, now)
-				}
-				if errors.Is(err, errDuplicateStep) {
-					created, err = false, nil
-				}
+				stored, err := e.hooks.attach(tx, &m, p.Init, now)
 				if err != nil {
-					return err
+					return res, err
 				}
-				if !created {
-					results[i].Deduplicated = true
+				if !stored {
+					res.results[i].Deduplicated = true
 					continue
 				}
 			}
-			if err := putNew(tx, m, logs[i]); err != nil {
-				return err
+			if err := putNew(tx, &m, e.createdLog(&m, now)); err != nil {
+				return res, err
 			}
+			res.due = append(res.due, storage.DueWith(&m))
 		}
-		return nil
+		return res, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]storage.DueEntry, 0, len(pubs))
-	for i, p := range pubs {
-		if !results[i].Deduplicated {
-			entries = append(entries, storage.DueWith(p.Message))
-		}
-	}
-	e.disp.add(entries...)
-	return results, nil
 }
 
 // ensureQueueTx creates the message's queue if the project does not have it, as QStash
 // does for an enqueue to a new queue.
-func (e *Engine) ensureQueueTx(tx *storage.Tx, m *Message, now time.Time) error {
+// It returns the queue it created (nil: the queue exists).
+func (e *Engine) ensureQueueTx(tx *storage.Tx, m *Message, now time.Time) (*storage.Queue, error) {
 	_, err := tx.Queue(m.Project, m.Queue)
 	if !errors.Is(err, storage.ErrNotFound) {
-		return err
+		return nil, err
 	}
 	if n := tx.QueueCount(m.Project); n >= e.cfg.MaxQueues {
-		return fmt.Errorf("%w: the project has %d queues, the limit is %d", ErrQueueLimit, n, e.cfg.MaxQueues)
+		return nil, fmt.Errorf("%w: the project has %d queues, the limit is %d", ErrQueueLimit, n, e.cfg.MaxQueues)
 	}
 	q := &storage.Queue{Name: m.Queue, Parallelism: DefaultQueueParallelism, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
-	return tx.PutQueue(m.Project, q)
+	return q, tx.PutQueue(m.Project, q)
 }

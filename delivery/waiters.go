@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -27,54 +28,52 @@ const maxNotifyWaiters = 1000
 
 // Wait registers a waiter and its timeout timer. If the event already arrived for this
 // run (lookback), the run is resumed at once instead.
-func (e *Engine) Wait(r WaitRequest) error {
+func (e *Engine) Wait(ctx context.Context, r WaitRequest) error {
 	if r.Timeout <= 0 || r.Timeout > e.cfg.MaxWaitTimeout {
 		return fmt.Errorf("%w: wait timeout %s must be between 1s and %s", ErrRunLimit, r.Timeout, e.cfg.MaxWaitTimeout)
 	}
 	now := e.now()
-	ids := e.newInternalIDs(now)
-	timer := &Message{
-		Project: r.Project, Kind: storage.KindWaitTimeout, RunID: r.RunID, EventID: r.EventID,
-		URL: r.OnTimeout.URL, Method: "POST", NotBefore: now.Add(r.Timeout).UnixMilli(),
-	}
-	prepare(timer, e.ids.New(storage.PrefixMessage, now), now)
-	timerLog := e.createdLog(timer, now)
-	var due *storage.DueEntry
-	err := e.store.Update(func(tx *storage.Tx) error {
-		due = nil
+	due, err := update(ctx, e.store, func(tx *storage.Tx) (*storage.DueEntry, error) {
 		run, err := tx.Run(r.Project, r.RunID)
 		if errors.Is(err, storage.ErrNotFound) {
-			return fmt.Errorf("%w: %q", ErrRunNotFound, r.RunID)
+			return nil, fmt.Errorf("%w: %q", ErrRunNotFound, r.RunID)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !run.Live() {
-			return fmt.Errorf("%w: run %q is %s", ErrRunEnded, run.ID, run.State)
+			return nil, fmt.Errorf("%w: run %q is %s", ErrRunEnded, run.ID, run.State)
 		}
-		if event, err := tx.TakeLookback(r.Project, r.RunID, r.EventID); err == nil {
+		event, err := tx.TakeLookback(r.Project, r.RunID, r.EventID)
+		switch {
+		case err == nil:
 			step, err := stepWith(r.Step, map[string]any{"out": base64.StdEncoding.EncodeToString(event), "waitTimeout": false})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			due, err = e.publishStepTx(tx, r.Resume, step, ids, now)
-			return err
+			return e.wf.publishStepTx(tx, r.Resume, step, now)
+		case !errors.Is(err, storage.ErrNotFound):
+			return nil, err
 		}
+		timer := &Message{
+			Project: r.Project, Kind: storage.KindWaitTimeout, RunID: r.RunID, EventID: r.EventID,
+			URL: r.OnTimeout.URL, Method: "POST", NotBefore: now.Add(r.Timeout).UnixMilli(),
+		}
+		prepare(timer, e.ids.New(storage.PrefixMessage, now), now)
 		if err := tx.PutWaiter(r.Project, &Waiter{
 			EventID: r.EventID, RunID: r.RunID, Deadline: timer.NotBefore, Timeout: r.TimeoutText,
 			Step: r.Step, Template: r.Resume, OnTimeout: r.OnTimeout, TimerID: timer.ID, CreatedAt: now.UnixMilli(),
 		}); err != nil {
-			return err
+			return nil, err
 		}
-		if err := putNew(tx, timer, timerLog); err != nil {
-			return err
+		if err := putNew(tx, timer, e.createdLog(timer, now)); err != nil {
+			return nil, err
 		}
 		d := storage.DueOf(timer)
-		due = &d
-		return tx.LinkRunMessage(r.Project, r.RunID, timer.ID)
+		return &d, tx.LinkRunMessage(r.Project, r.RunID, timer.ID)
 	})
 	if err == nil && due != nil {
-		e.disp.add(*due)
+		e.disp.apply(effects{add: []storage.DueEntry{*due}})
 	}
 	return err
 }
@@ -88,68 +87,65 @@ type NotifyResult struct {
 // Notify delivers an event to its waiters: each is removed, its timer cancelled, and its
 // run resumed with a Wait step whose out is the base64 of data. With runID set only that
 // run's waiter is considered, and if it is not waiting yet the event is kept until it
-// waits (lookback).
-func (e *Engine) Notify(project, eventID, runID string, data []byte) ([]NotifyResult, error) {
+// waits (lookback). Every waiter registered when the transaction runs is resolved, up to
+// maxNotifyWaiters.
+func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, data []byte) ([]NotifyResult, error) {
+	type result struct {
+		notified []NotifyResult
+		fx       effects
+	}
 	now := e.now()
-	var count int
-	if err := e.store.View(func(tx *storage.Tx) error {
-		ws, err := e.waitersTx(tx, project, eventID, runID)
-		count = len(ws)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	ids := make([]internalIDs, count+8) // a few spare for waiters that arrive meanwhile
-	for i := range ids {
-		ids[i] = e.newInternalIDs(now)
-	}
-	var results []NotifyResult
-	var dues []storage.DueEntry
-	err := e.store.Update(func(tx *storage.Tx) error {
-		results, dues = results[:0], dues[:0]
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
+		var res result
 		ws, err := e.waitersTx(tx, project, eventID, runID)
 		if err != nil {
-			return err
+			return res, err
 		}
-		if len(ws) > len(ids) {
-			ws = ws[:len(ids)]
-		}
-		for i, w := range ws {
-			if err := e.dropWaiterTx(tx, project, &w); err != nil {
-				return err
+		for _, w := range ws {
+			timer, err := e.wf.dropWaiterTx(tx, project, &w)
+			if err != nil {
+				return res, err
+			}
+			if timer != nil {
+				res.fx.forget = append(res.fx.forget, *timer)
 			}
 			step, err := stepWith(w.Step, map[string]any{"out": base64.StdEncoding.EncodeToString(data), "waitTimeout": false})
 			if err != nil {
-				return err
+				return res, err
 			}
-			due, err := e.publishStepTx(tx, w.Template, step, ids[i], now)
+			due, err := e.wf.publishStepTx(tx, w.Template, step, now)
 			if errors.Is(err, ErrRunEnded) || errors.Is(err, storage.ErrNotFound) {
 				continue
 			}
 			if err != nil {
-				return err
+				return res, err
 			}
+			id := ""
 			if due != nil {
-				dues = append(dues, *due)
+				res.fx.add = append(res.fx.add, *due)
+				id = due.MessageID
 			}
-			results = append(results, NotifyResult{Waiter: w, MessageID: ids[i].msg})
+			res.notified = append(res.notified, NotifyResult{Waiter: w, MessageID: id})
 		}
 		if len(ws) == 0 && runID != "" {
 			run, err := tx.Run(project, runID)
+			if errors.Is(err, storage.ErrNotFound) {
+				return res, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
+			}
 			if err != nil {
-				return fmt.Errorf("%w: %q", ErrRunNotFound, runID)
+				return res, err
 			}
 			if run.Live() {
-				return tx.PutLookback(project, runID, eventID, data)
+				return res, tx.PutLookback(project, runID, eventID, data)
 			}
 		}
-		return nil
+		return res, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.disp.add(dues...)
-	return results, nil
+	e.disp.apply(res.fx)
+	return res.notified, nil
 }
 
 func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string) ([]Waiter, error) {
@@ -166,88 +162,81 @@ func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string) ([]Wa
 	return []Waiter{*w}, nil
 }
 
-// dropWaiterTx removes a waiter and its timer.
-func (e *Engine) dropWaiterTx(tx *storage.Tx, project string, w *Waiter) error {
-	if err := tx.DeleteWaiter(project, w.EventID, w.RunID); err != nil {
-		return err
+// dropWaiterTx removes a waiter and its timer; it returns the timer's due entry (nil when
+// the timer was gone).
+func (w *runs) dropWaiterTx(tx *storage.Tx, project string, wt *Waiter) (*storage.DueEntry, error) {
+	if err := tx.DeleteWaiter(project, wt.EventID, wt.RunID); err != nil {
+		return nil, err
 	}
-	timer, err := tx.Message(project, w.TimerID)
+	timer, err := tx.Message(project, wt.TimerID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := tx.DeleteDue(storage.DueOf(timer)); err != nil {
-		return err
+	due := storage.DueOf(timer)
+	if err := tx.DeleteDue(due); err != nil {
+		return nil, err
 	}
 	if err := tx.DeleteMessage(project, timer.ID); err != nil {
-		return err
+		return nil, err
 	}
-	return tx.UnlinkRunMessage(project, w.RunID, timer.ID)
+	return &due, tx.UnlinkRunMessage(project, wt.RunID, timer.ID)
 }
 
 // fireWaitTimeout resolves a wait whose timeout passed: the run is resumed with a Wait
-// step marked waitTimeout and no out.
-func (e *Engine) fireWaitTimeout(timer *Message) []storage.DueEntry {
+// step marked waitTimeout and no out. It returns the resumption's due entry, if any.
+func (e *Engine) fireWaitTimeout(timer *Message) ([]storage.DueEntry, error) {
 	now := e.now()
-	ids := e.newInternalIDs(now)
-	var due *storage.DueEntry
-	err := e.store.Update(func(tx *storage.Tx) error {
-		due = nil
+	due, err := update(context.Background(), e.store, func(tx *storage.Tx) (*storage.DueEntry, error) {
 		if !tx.HasDue(storage.DueOf(timer)) {
-			return storage.ErrConflict
+			return nil, storage.ErrConflict
 		}
 		w, err := tx.Waiter(timer.Project, timer.EventID, timer.RunID)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return nil, err
+		}
 		if err == nil && w.TimerID == timer.ID {
-			if err := e.dropWaiterTx(tx, timer.Project, w); err != nil {
-				return err
+			if _, err := e.wf.dropWaiterTx(tx, timer.Project, w); err != nil {
+				return nil, err
 			}
 			step, err := stepWith(w.Step, map[string]any{"waitTimeout": true, "out": nil})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			due, err = e.publishStepTx(tx, w.OnTimeout, step, ids, now)
+			due, err := e.wf.publishStepTx(tx, w.OnTimeout, step, now)
 			if errors.Is(err, ErrRunEnded) || errors.Is(err, storage.ErrNotFound) {
-				due, err = nil, nil
+				return nil, nil
 			}
-			return err
+			return due, err
 		}
 		// The waiter is gone (notified or replaced): the timer just ends.
 		if err := tx.DeleteDue(storage.DueOf(timer)); err != nil {
-			return err
+			return nil, err
 		}
 		if err := tx.DeleteMessage(timer.Project, timer.ID); err != nil {
-			return err
+			return nil, err
 		}
-		return tx.UnlinkRunMessage(timer.Project, timer.RunID, timer.ID)
+		return nil, tx.UnlinkRunMessage(timer.Project, timer.RunID, timer.ID)
 	})
-	if err != nil {
-		if !errors.Is(err, storage.ErrConflict) {
-			e.log.Error("fire wait timeout", "run_id", timer.RunID, "event_id", timer.EventID, "err", err)
-		}
-		return nil
+	if errors.Is(err, storage.ErrConflict) {
+		return nil, nil // cancelled or resolved meanwhile
 	}
-	if due == nil {
-		return nil
+	if err != nil || due == nil {
+		return nil, err
 	}
-	return []storage.DueEntry{*due}
+	return []storage.DueEntry{*due}, nil
 }
 
 // Waiters lists the waiters of an event.
-func (e *Engine) Waiters(project, eventID string) ([]Waiter, error) {
-	var out []Waiter
-	err := e.store.View(func(tx *storage.Tx) error {
-		var err error
-		out, err = tx.Waiters(project, eventID, maxNotifyWaiters)
-		return err
-	})
-	return out, err
+func (e *Engine) Waiters(ctx context.Context, project, eventID string) ([]Waiter, error) {
+	return view(ctx, e.store, func(tx *storage.Tx) ([]Waiter, error) { return tx.Waiters(project, eventID, maxNotifyWaiters) })
 }
 
 // ProjectForUser finds the project whose webhooks carry userID (protocol §5.11).
-func (e *Engine) ProjectForUser(userID string) (string, error) {
-	projects, err := ListProjects(e.store)
+func (e *Engine) ProjectForUser(ctx context.Context, userID string) (string, error) {
+	projects, err := ListProjects(ctx, e.store)
 	if err != nil {
 		return "", err
 	}

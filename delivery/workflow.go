@@ -86,7 +86,7 @@ func isWorkflowDelivery(m *Message) bool {
 // createRunTx creates (or, for an ended run with the same id, replaces) the run that m
 // starts. It returns false when a live run with that id exists: the message is then a
 // duplicate trigger and is not stored.
-func (e *Engine) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.Time) (bool, error) {
+func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.Time) (bool, error) {
 	if old, err := tx.Run(m.Project, m.RunID); err == nil {
 		if old.Live() {
 			return false, nil
@@ -98,8 +98,8 @@ func (e *Engine) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return false, err
 	}
-	if init.InvokeDepth > e.cfg.MaxInvokeDepth {
-		return false, fmt.Errorf("%w: invoke depth %d exceeds %d", ErrRunLimit, init.InvokeDepth, e.cfg.MaxInvokeDepth)
+	if init.InvokeDepth > w.limits.MaxInvokeDepth {
+		return false, fmt.Errorf("%w: invoke depth %d exceeds %d", ErrRunLimit, init.InvokeDepth, w.limits.MaxInvokeDepth)
 	}
 	url := init.URL
 	if url == "" {
@@ -122,7 +122,7 @@ func (e *Engine) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time
 	if init.UnknownSdk {
 		m.Header = withHeader(m.Header, headerUnknownSdk, "true")
 	}
-	return true, e.appendStepTx(tx, run, m, now)
+	return true, w.appendStepTx(tx, run, m, now)
 }
 
 // userHeaders keeps the trigger's forwarded headers that every delivery of the run
@@ -148,7 +148,7 @@ func withHeader(h map[string][]string, name, value string) map[string][]string {
 }
 
 // continueRunTx attaches a non-init message to its live run.
-func (e *Engine) continueRunTx(tx *storage.Tx, m *Message, now time.Time) error {
+func (w *runs) continueRunTx(tx *storage.Tx, m *Message, now time.Time) error {
 	run, err := tx.Run(m.Project, m.RunID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrRunNotFound, m.RunID)
@@ -162,7 +162,7 @@ func (e *Engine) continueRunTx(tx *storage.Tx, m *Message, now time.Time) error 
 	if m.CallType == "" {
 		m.CallType = CallStep
 	}
-	return e.appendStepTx(tx, run, m, now)
+	return w.appendStepTx(tx, run, m, now)
 }
 
 // errDuplicateStep marks a step whose result is already in the run's history.
@@ -190,7 +190,7 @@ func stepKey(body []byte) string {
 // A step whose result is already recorded (the SDK published it again after a
 // redelivery) is not appended: errDuplicateStep. So every step is recorded exactly once
 // although deliveries are at least once (RELIABILITY.md rule 5).
-func (e *Engine) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
+func (w *runs) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
 	if m.CallType == CallStep && run.HistoryLen > 0 {
 		if key := stepKey(m.Body); key != "" {
 			if _, dup := tx.StepMessage(m.Project, run.ID, key); dup {
@@ -202,7 +202,7 @@ func (e *Engine) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Tim
 		}
 	}
 	entry := &HistoryEntry{MessageID: m.ID, Body: m.Body, CallType: m.CallType, CreatedAt: now.UnixMilli()}
-	if err := e.appendHistoryTx(tx, m.Project, run, entry); err != nil {
+	if err := w.appendHistoryTx(tx, m.Project, run, entry); err != nil {
 		return err
 	}
 	if m.CallType == CallStep {
@@ -218,12 +218,12 @@ func (e *Engine) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Tim
 
 // appendHistoryTx adds one entry to a run's history within the run's limits. The caller
 // writes the run record.
-func (e *Engine) appendHistoryTx(tx *storage.Tx, project string, run *Run, entry *HistoryEntry) error {
-	if run.HistoryLen >= e.cfg.MaxRunSteps {
-		return fmt.Errorf("%w: run %q has %d history entries, the limit is %d", ErrRunLimit, run.ID, run.HistoryLen, e.cfg.MaxRunSteps)
+func (w *runs) appendHistoryTx(tx *storage.Tx, project string, run *Run, entry *HistoryEntry) error {
+	if run.HistoryLen >= w.limits.MaxRunSteps {
+		return fmt.Errorf("%w: run %q has %d history entries, the limit is %d", ErrRunLimit, run.ID, run.HistoryLen, w.limits.MaxRunSteps)
 	}
-	if run.HistoryBytes+int64(len(entry.Body)) > e.cfg.MaxRunHistoryBytes {
-		return fmt.Errorf("%w: run %q history would exceed %d bytes", ErrRunLimit, run.ID, e.cfg.MaxRunHistoryBytes)
+	if run.HistoryBytes+int64(len(entry.Body)) > w.limits.MaxRunHistoryBytes {
+		return fmt.Errorf("%w: run %q history would exceed %d bytes", ErrRunLimit, run.ID, w.limits.MaxRunHistoryBytes)
 	}
 	if err := tx.PutHistory(project, run.ID, run.HistoryLen, entry); err != nil {
 		return err

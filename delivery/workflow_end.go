@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -19,16 +20,6 @@ const (
 // nonWorkflowDestination is the error of a run whose first delivery was answered by
 // something that is not a workflow endpoint (feature WF_DetectTrigger).
 const nonWorkflowDestination = "detected a non-workflow destination for trigger/invoke. make sure you are sending the request to the correct endpoint"
-
-// internalIDs are ids made before a transaction that may create messages internally
-// (the transaction may run twice, so it must not make ids itself).
-type internalIDs struct {
-	msg, log string
-}
-
-func (e *Engine) newInternalIDs(now time.Time) internalIDs {
-	return internalIDs{msg: e.ids.New(storage.PrefixMessage, now), log: e.ids.New(storage.PrefixLog, now)}
-}
 
 // prepare fills the fields Publish assigns to a new message.
 func prepare(m *Message, id string, now time.Time) {
@@ -49,19 +40,19 @@ func prepare(m *Message, id string, now time.Time) {
 
 // publishStepTx publishes a step into a live run from inside the engine: a resumption
 // after notify, a wait timeout or an invoked child's end. template is the publish-style
-// message the SDK asked for (its headers, parsed); body is the step object.
-func (e *Engine) publishStepTx(tx *storage.Tx, template *Message, body []byte, ids internalIDs, now time.Time) (*storage.DueEntry, error) {
+// message the SDK asked for (its headers, parsed; only read); body is the step object.
+// It returns the new message's due entry (nil when the step was already recorded).
+func (w *runs) publishStepTx(tx *storage.Tx, template *Message, body []byte, now time.Time) (*storage.DueEntry, error) {
 	m := *template
 	m.Body = body
 	m.CallType = CallStep
-	prepare(&m, ids.msg, now)
-	if err := e.continueRunTx(tx, &m, now); errors.Is(err, errDuplicateStep) {
+	prepare(&m, w.ids.New(storage.PrefixMessage, now), now)
+	if err := w.continueRunTx(tx, &m, now); errors.Is(err, errDuplicateStep) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	log := &storage.LogEvent{ID: ids.log, Time: now.UnixMilli(), State: storage.StateCreated, MessageID: m.ID, URL: m.URL, Labels: m.Labels, NextDeliveryTime: m.DueAt / int64(time.Millisecond)}
-	if err := putNew(tx, &m, log); err != nil {
+	if err := putNew(tx, &m, w.newLog(&m, now)); err != nil {
 		return nil, err
 	}
 	d := storage.DueWith(&m)
@@ -69,21 +60,25 @@ func (e *Engine) publishStepTx(tx *storage.Tx, template *Message, body []byte, i
 }
 
 // endRunTx moves a live run to a final state, drops its pending messages (but keep) and
-// waiters unless it succeeded, and resumes an invoking parent. It returns the parent's resumption entry.
-func (e *Engine) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, ids internalIDs, now time.Time) (*storage.DueEntry, error) {
+// waiters unless it succeeded, and resumes an invoking parent. run is a copy the caller
+// read in this transaction.
+func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, now time.Time) (effects, error) {
+	var fx effects
 	run.State, run.EndedAt = state, now.UnixMilli()
 	// A cancelled or failed run's pending work is dropped. A successful run's is not: the
 	// delivery that completed it is still in flight, and its outcome is still recorded.
 	if state != RunSuccess {
-		if err := e.dropRunMessagesTx(tx, project, run.ID, keep); err != nil {
-			return nil, err
+		dropped, err := w.dropRunMessagesTx(tx, project, run.ID, keep)
+		if err != nil {
+			return fx, err
 		}
+		fx.forget = dropped
 	}
 	if err := tx.PutRun(project, run); err != nil {
-		return nil, err
+		return fx, err
 	}
 	if run.Parent == nil {
-		return nil, nil
+		return fx, nil
 	}
 	out := map[string]any{"isFailed": state == RunFailed, "isCanceled": state == RunCanceled}
 	if state == RunSuccess && run.HasResp {
@@ -91,119 +86,161 @@ func (e *Engine) endRunTx(tx *storage.Tx, project string, run *Run, state string
 	}
 	step, err := stepWith(run.Parent.Step, map[string]any{"out": string(compactJSON(out))})
 	if err != nil {
-		return nil, err
+		return fx, err
 	}
-	due, err := e.publishStepTx(tx, run.Parent.Template, step, ids, now)
+	due, err := w.publishStepTx(tx, run.Parent.Template, step, now)
 	if errors.Is(err, ErrRunEnded) || errors.Is(err, storage.ErrNotFound) {
-		return nil, nil // the parent ended meanwhile: nobody to resume
+		return fx, nil // the parent ended meanwhile: nobody to resume
 	}
-	return due, err
+	if due != nil {
+		fx.add = append(fx.add, *due)
+	}
+	return fx, err
 }
 
 // dropRunMessagesTx removes a run's pending messages (except keep) with their due entries,
-// and the waiters their timers guard.
-func (e *Engine) dropRunMessagesTx(tx *storage.Tx, project, runID, keep string) error {
+// and the waiters their timers guard. It returns the due entries it removed.
+func (w *runs) dropRunMessagesTx(tx *storage.Tx, project, runID, keep string) ([]storage.DueEntry, error) {
 	ids, err := tx.RunMessages(project, runID)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var dropped []storage.DueEntry
 	for _, id := range ids {
 		if id == keep {
 			continue
 		}
-		if m, err := tx.Message(project, id); err == nil {
-			if err := tx.DeleteDue(storage.DueOf(m)); err != nil {
-				return err
+		m, err := tx.Message(project, id)
+		switch {
+		case err == nil:
+			due := storage.DueOf(m)
+			if err := tx.DeleteDue(due); err != nil {
+				return nil, err
 			}
 			if err := tx.DeleteMessage(project, id); err != nil {
-				return err
+				return nil, err
 			}
 			if m.Kind == storage.KindWaitTimeout {
 				if err := tx.DeleteWaiter(project, m.EventID, runID); err != nil {
-					return err
+					return nil, err
 				}
 			}
+			dropped = append(dropped, due)
+		case !errors.Is(err, storage.ErrNotFound):
+			return nil, err
 		}
 		if err := tx.UnlinkRunMessage(project, runID, id); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return dropped, nil
 }
 
 // CompleteRun marks a run successful with the route function's return value (body; hasBody
 // false when it returned undefined) and resumes an invoking parent. Completing an ended
 // run changes nothing.
-func (e *Engine) CompleteRun(project, runID string, body []byte, hasBody bool) error {
-	return e.finishRun(project, runID, func(run *Run) string {
+func (e *Engine) CompleteRun(ctx context.Context, project, runID string, body []byte, hasBody bool) error {
+	_, err := e.finishRun(ctx, project, runID, func(run *Run) string {
 		run.Response, run.HasResp = body, hasBody
 		return RunSuccess
 	})
+	return err
 }
 
 // CancelRun cancels a live run: its pending messages and waiters are dropped and an
 // invoking parent is resumed with isCanceled. It returns whether the run was live.
-func (e *Engine) CancelRun(project, runID string) (bool, error) {
-	live := false
-	err := e.finishRun(project, runID, func(*Run) string { live = true; return RunCanceled })
-	return live, err
+func (e *Engine) CancelRun(ctx context.Context, project, runID string) (bool, error) {
+	return e.finishRun(ctx, project, runID, func(*Run) string { return RunCanceled })
 }
 
-func (e *Engine) finishRun(project, runID string, end func(*Run) string) error {
+// finishRun ends a live run in the state end gives it; it reports whether the run was live.
+func (e *Engine) finishRun(ctx context.Context, project, runID string, end func(*Run) string) (bool, error) {
+	type result struct {
+		live bool
+		fx   effects
+	}
 	now := e.now()
-	ids := e.newInternalIDs(now)
-	var due *storage.DueEntry
-	err := e.store.Update(func(tx *storage.Tx) error {
-		due = nil
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
 		run, err := tx.Run(project, runID)
 		if errors.Is(err, storage.ErrNotFound) {
-			return fmt.Errorf("%w: %q", ErrRunNotFound, runID)
+			return result{}, fmt.Errorf("%w: %q", ErrRunNotFound, runID)
 		}
 		if err != nil || !run.Live() {
-			return err
+			return result{}, err
 		}
-		due, err = e.endRunTx(tx, project, run, end(run), "", ids, now)
-		return err
+		fx, err := e.wf.endRunTx(tx, project, run, end(run), "", now)
+		return result{live: true, fx: fx}, err
 	})
-	if err == nil && due != nil {
-		e.disp.add(*due)
+	if err != nil {
+		return false, err
 	}
-	return err
+	e.disp.apply(res.fx)
+	return res.live, nil
 }
 
-// workflowFailureTx is the workflow part of a delivery's final failure: the run fails,
-// its other pending messages are dropped, the failure callback gets the workflow fields
-// (§4.5) and an invoking parent is resumed with isFailed.
-func (e *Engine) workflowFailureTx(tx *storage.Tx, m *Message, dlqID string, ids internalIDs, now time.Time) (*Run, *storage.DueEntry, error) {
+// settled implements runHooks: a run's failure callback ended, so its failure function's
+// state is known.
+func (w *runs) settled(tx *storage.Tx, m *Message, state string) error {
+	if m.Kind != storage.KindFailureCallback {
+		return nil
+	}
 	run, err := tx.Run(m.Project, m.RunID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil // swept meanwhile
+	}
+	if err != nil || run.FailureMessageID != m.ID {
+		return err
+	}
+	run.FailureState = callbackFail
+	if state == storage.StateDelivered {
+		run.FailureState = callbackSuccess
+	}
+	return tx.PutRun(m.Project, run)
+}
+
+// failed implements runHooks: the run fails, its other pending messages are dropped and
+// an invoking parent is resumed with isFailed.
+func (w *runs) failed(tx *storage.Tx, m *Message, dlqID string, now time.Time) (effects, error) {
+	run, err := tx.Run(m.Project, m.RunID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return effects{}, nil
+	}
 	if err != nil || !run.Live() {
-		return nil, nil, nil
+		return effects{}, err
 	}
 	run.DLQID = dlqID
-	due, err := e.endRunTx(tx, m.Project, run, RunFailed, m.ID, ids, now)
-	return run, due, err
+	return w.endRunTx(tx, m.Project, run, RunFailed, m.ID, now)
 }
 
 // initialPayload is the run's first history entry (the trigger's body).
-func initialPayload(tx *storage.Tx, project, runID string) []byte {
+func initialPayload(tx *storage.Tx, project, runID string) ([]byte, error) {
 	h, err := tx.History(project, runID, 1)
 	if err != nil || len(h) == 0 {
-		return nil
+		return nil, err
 	}
-	return h[0].Body
+	return h[0].Body, nil
 }
 
-// workflowCallbackTx binds a callback message created after an attempt of a workflow
-// message to its run: a fromCallback entry in the history, the run's headers and
-// configuration; a failure callback gets the run's id in its body. It returns false when
-// the run has ended (no callback is then sent).
-func (e *Engine) workflowCallbackTx(tx *storage.Tx, cb *Message, src *Message, now time.Time) (bool, error) {
+// bindCallback implements runHooks: a callback message created after an attempt of a
+// workflow message gets a fromCallback entry in the history, the run's headers and
+// configuration; a failure callback gets the run's fields in its body (§4.5).
+func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID string, now time.Time) (bool, error) {
 	run, err := tx.Run(cb.Project, cb.RunID)
-	if err != nil {
+	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil
+	}
+	if err != nil {
+		return false, err
 	}
 	switch cb.Kind {
 	case storage.KindFailureCallback:
+		if dlqID != "" {
+			p := callbackPayloadFor(src, out, dlqID)
+			if err := workflowFailureFields(&p, tx, src); err != nil {
+				return false, err
+			}
+			cb.Body = compactJSON(p)
+		}
 		cb.CallType = CallFailure
 		cb.Header = runHeaders(cb.Header, run)
 		cb.FlowControl, cb.OrderAt = run.FlowControl, run.CreatedAt
@@ -218,7 +255,7 @@ func (e *Engine) workflowCallbackTx(tx *storage.Tx, cb *Message, src *Message, n
 		}
 		cb.CallType = CallFromCallback
 		retries, delay, fc := run.Retries, run.RetryDelay, run.FailureCallback
-		if err := e.appendStepTx(tx, run, cb, now); err != nil {
+		if err := w.appendStepTx(tx, run, cb, now); err != nil {
 			return false, err
 		}
 		cb.Retries, cb.RetryDelay, cb.FailureCallback, cb.FlowControl = retries, delay, fc, run.FlowControl
@@ -229,13 +266,21 @@ func (e *Engine) workflowCallbackTx(tx *storage.Tx, cb *Message, src *Message, n
 	}
 }
 
-// workflowFailureBody adds the workflow fields to a failure callback payload.
-func workflowFailureFields(p *callbackPayload, tx *storage.Tx, m *Message) {
+// workflowFailureFields adds the workflow fields to a failure callback payload.
+func workflowFailureFields(p *callbackPayload, tx *storage.Tx, m *Message) error {
 	run, err := tx.Run(m.Project, m.RunID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
 	if err != nil {
-		return
+		return err
+	}
+	initial, err := initialPayload(tx, m.Project, m.RunID)
+	if err != nil {
+		return err
 	}
 	p.WorkflowRunID, p.WorkflowCreatedAt = run.ID, run.CreatedAt
 	p.URL = run.URL
-	p.SourceBody = base64.StdEncoding.EncodeToString(initialPayload(tx, m.Project, m.RunID))
+	p.SourceBody = base64.StdEncoding.EncodeToString(initial)
+	return nil
 }

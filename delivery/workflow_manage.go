@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -17,28 +18,29 @@ type RunWithHistory struct {
 }
 
 // Run reads a run with its history.
-func (e *Engine) Run(project, runID string) (*RunWithHistory, error) {
-	var out *RunWithHistory
-	err := e.store.View(func(tx *storage.Tx) error {
+func (e *Engine) Run(ctx context.Context, project, runID string) (*RunWithHistory, error) {
+	return view(ctx, e.store, func(tx *storage.Tx) (*RunWithHistory, error) {
 		run, err := tx.Run(project, runID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		h, err := tx.History(project, runID, run.HistoryLen)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = &RunWithHistory{Run: *run, History: h}
-		return nil
+		return &RunWithHistory{Run: *run, History: h}, nil
 	})
-	return out, err
 }
 
 // Runs lists runs newest first with their histories; see storage.Tx.ListRuns.
-func (e *Engine) Runs(project string, after *RunCursor, count int, keep func(*Run) bool) ([]RunWithHistory, *RunCursor, error) {
+func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, count int, keep func(*Run) bool) ([]RunWithHistory, *RunCursor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	var out []RunWithHistory
 	var next *RunCursor
 	err := e.store.View(func(tx *storage.Tx) error {
+		out, next = nil, nil
 		runs, n, err := tx.ListRuns(project, after, count, keep)
 		if err != nil {
 			return err
@@ -58,21 +60,24 @@ func (e *Engine) Runs(project string, after *RunCursor, count int, keep func(*Ru
 
 // CancelRuns cancels live runs by id, or (ids empty) up to limit live runs matching keep.
 // It returns how many it cancelled.
-func (e *Engine) CancelRuns(project string, ids []string, keep func(*Run) bool, limit int) (int, error) {
+func (e *Engine) CancelRuns(ctx context.Context, project string, ids []string, keep func(*Run) bool, limit int) (int, error) {
 	if len(ids) == 0 {
-		if err := e.store.View(func(tx *storage.Tx) error {
+		var err error
+		ids, err = view(ctx, e.store, func(tx *storage.Tx) ([]string, error) {
 			runs, _, err := tx.ListRuns(project, nil, limit, func(r *Run) bool { return r.Live() && keep(r) })
+			var ids []string
 			for _, r := range runs {
 				ids = append(ids, r.ID)
 			}
-			return err
-		}); err != nil {
+			return ids, err
+		})
+		if err != nil {
 			return 0, err
 		}
 	}
 	n := 0
 	for _, id := range ids {
-		live, err := e.CancelRun(project, id)
+		live, err := e.CancelRun(ctx, project, id)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -96,28 +101,33 @@ type ResumedRun struct {
 // failed delivery is sent again (same history); with restart true the run starts over from
 // its initial payload. The dead letters are removed. Dead letters that are not of a failed
 // workflow run are skipped.
-func (e *Engine) ResumeRuns(project string, dlqIDs []string, restart bool, retries *int) ([]ResumedRun, error) {
+func (e *Engine) ResumeRuns(ctx context.Context, project string, dlqIDs []string, restart bool, retries *int) ([]ResumedRun, error) {
+	type result struct {
+		resumed []ResumedRun
+		fx      effects
+	}
 	now := e.now()
-	type job struct {
-		dlqID string
-		msgID string
-		log   string
-	}
-	jobs := make([]job, len(dlqIDs))
-	for i, id := range dlqIDs {
-		jobs[i] = job{dlqID: id, msgID: e.ids.New(storage.PrefixMessage, now), log: e.ids.New(storage.PrefixLog, now)}
-	}
-	var out []ResumedRun
-	var dues []storage.DueEntry
-	err := e.store.Update(func(tx *storage.Tx) error {
-		out, dues = out[:0], dues[:0]
-		for _, j := range jobs {
-			d, err := tx.DLQ(project, j.dlqID)
-			if err != nil || d.Message.RunID == "" {
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
+		var res result
+		for _, dlqID := range dlqIDs {
+			d, err := tx.DLQ(project, dlqID)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			if d.Message.RunID == "" {
 				continue
 			}
 			run, err := tx.Run(project, d.Message.RunID)
-			if err != nil || run.State != RunFailed {
+			if errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			if run.State != RunFailed {
 				continue
 			}
 			if retries != nil {
@@ -125,17 +135,20 @@ func (e *Engine) ResumeRuns(project string, dlqIDs []string, restart bool, retri
 			}
 			m := d.Message
 			m.Retried, m.DedupID = 0, ""
-			prepare(&m, j.msgID, now)
+			prepare(&m, e.ids.New(storage.PrefixMessage, now), now)
 			if restart {
 				if err := tx.DeleteHistoryFrom(project, run.ID, 1); err != nil {
-					return err
+					return res, err
 				}
 				if err := tx.DeleteStepKeys(project, run.ID); err != nil {
-					return err
+					return res, err
 				}
 				h, err := tx.History(project, run.ID, 1)
-				if err != nil || len(h) == 0 {
-					return fmt.Errorf("run %q has no initial payload", run.ID)
+				if err != nil {
+					return res, err
+				}
+				if len(h) == 0 {
+					return res, fmt.Errorf("run %q has no initial payload", run.ID)
 				}
 				run.HistoryLen, run.HistoryBytes = 1, int64(len(h[0].Body))
 				m.HistoryLen, m.CallType, m.URL = 1, CallStep, run.URL
@@ -143,67 +156,60 @@ func (e *Engine) ResumeRuns(project string, dlqIDs []string, restart bool, retri
 			run.State, run.EndedAt, run.DLQID = RunStarted, 0, ""
 			applyRun(&m, run)
 			if err := tx.PutRun(project, run); err != nil {
-				return err
+				return res, err
 			}
 			if err := tx.LinkRunMessage(project, run.ID, m.ID); err != nil {
-				return err
+				return res, err
 			}
-			log := &storage.LogEvent{ID: j.log, Time: now.UnixMilli(), State: storage.StateCreated, MessageID: m.ID, URL: m.URL, Labels: m.Labels}
-			if err := putNew(tx, &m, log); err != nil {
-				return err
+			if err := putNew(tx, &m, e.createdLog(&m, now)); err != nil {
+				return res, err
 			}
-			if err := tx.DeleteDLQ(project, j.dlqID); err != nil {
-				return err
+			if err := tx.DeleteDLQ(project, dlqID); err != nil {
+				return res, err
 			}
-			dues = append(dues, storage.DueOf(&m))
-			out = append(out, ResumedRun{RunID: run.ID, CreatedAt: run.CreatedAt})
+			res.fx.add = append(res.fx.add, storage.DueOf(&m))
+			res.resumed = append(res.resumed, ResumedRun{RunID: run.ID, CreatedAt: run.CreatedAt})
 		}
-		return nil
+		return res, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.disp.add(dues...)
-	return out, nil
+	e.disp.apply(res.fx)
+	return res.resumed, nil
 }
 
 // RerunFailureCallback publishes the failure callback of a dead-lettered workflow run
 // again. It returns the run.
-func (e *Engine) RerunFailureCallback(project, dlqID string) (*Run, error) {
+func (e *Engine) RerunFailureCallback(ctx context.Context, project, dlqID string) (*Run, error) {
+	type result struct {
+		run *Run
+		due storage.DueEntry
+	}
 	now := e.now()
-	id := e.ids.New(storage.PrefixMessage, now)
-	logID := e.ids.New(storage.PrefixLog, now)
-	var run *Run
-	var due *storage.DueEntry
-	err := e.store.Update(func(tx *storage.Tx) error {
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
 		d, err := tx.DLQ(project, dlqID)
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		if d.Message.RunID == "" || d.Message.FailureCallback == nil {
-			return fmt.Errorf("%w: dlq message %q has no workflow failure callback", ErrNotFound, dlqID)
+			return result{}, fmt.Errorf("%w: dlq message %q has no workflow failure callback", ErrNotFound, dlqID)
 		}
 		m := &d.Message
 		out := Outcome{Response: d.Response}
-		p := callbackPayloadFor(m, out, dlqID)
-		workflowFailureFields(&p, tx, m)
-		cb := e.callbackMessage(m, m.FailureCallback, storage.KindFailureCallback, p, now)
-		cb.ID = id
-		if _, err := e.workflowCallbackTx(tx, cb, m, now); err != nil {
-			return err
+		cb := e.callbackMessage(m, m.FailureCallback, storage.KindFailureCallback, callbackPayloadFor(m, out, dlqID), now)
+		if _, err := e.wf.bindCallback(tx, cb, m, out, dlqID, now); err != nil {
+			return result{}, err
 		}
-		log := &storage.LogEvent{ID: logID, Time: now.UnixMilli(), State: storage.StateCreated, MessageID: cb.ID, URL: cb.URL}
-		if err := putNew(tx, cb, log); err != nil {
-			return err
+		if err := putNew(tx, cb, e.createdLog(cb, now)); err != nil {
+			return result{}, err
 		}
-		run, err = tx.Run(project, m.RunID)
-		dd := storage.DueOf(cb)
-		due = &dd
-		return err
+		run, err := tx.Run(project, m.RunID)
+		return result{run: run, due: storage.DueOf(cb)}, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.disp.add(*due)
-	return run, nil
+	e.disp.apply(effects{add: []storage.DueEntry{res.due}})
+	return res.run, nil
 }

@@ -36,14 +36,14 @@ func (b *testBundle) trigger(t *testing.T, url, runID, payload string, m *Messag
 	if m.Header == nil {
 		m.Header = map[string][]string{"Upstash-Workflow-Sdk-Version": {"1"}, "X-User": {"u"}}
 	}
-	res, err := b.engine.PublishAll([]Publication{{Message: m, Init: &RunInit{DetectTrigger: true}}})
+	res, err := b.engine.PublishAll(t.Context(), []Publication{{Message: m, Init: &RunInit{DetectTrigger: true}}})
 	require.NoError(t, err)
 	require.False(t, res[0].Deduplicated)
 }
 
 func (b *testBundle) step(t *testing.T, url, runID, body string) PublishResult {
 	t.Helper()
-	res, err := b.engine.PublishAll([]Publication{{Message: &Message{
+	res, err := b.engine.PublishAll(t.Context(), []Publication{{Message: &Message{
 		Project: testProject, URL: url, Method: "POST", Body: []byte(body), RunID: runID, CallType: CallStep,
 		Header: map[string][]string{"Upstash-Workflow-Sdk-Version": {"1"}},
 	}}})
@@ -82,13 +82,13 @@ func TestWorkflowHistoryPrefixAndRunConfig(t *testing.T) {
 	}
 	require.Equal(t, map[int]bool{2: true, 3: true}, lens)
 
-	require.NoError(t, b.engine.CompleteRun(testProject, "wfr_a", []byte(`"done"`), true))
-	run, err := b.engine.Run(testProject, "wfr_a")
+	require.NoError(t, b.engine.CompleteRun(t.Context(), testProject, "wfr_a", []byte(`"done"`), true))
+	run, err := b.engine.Run(t.Context(), testProject, "wfr_a")
 	require.NoError(t, err)
 	require.Equal(t, RunSuccess, run.State)
 	require.Equal(t, 1, run.Retries)
 	require.Len(t, run.History, 3)
-	_, err = b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_a", CallType: CallStep, Body: []byte(`{"stepId":3}`)}}})
+	_, err = b.engine.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_a", CallType: CallStep, Body: []byte(`{"stepId":3}`)}}})
 	require.ErrorIs(t, err, ErrRunEnded)
 }
 
@@ -97,7 +97,7 @@ func TestWorkflowDuplicateTriggerIsDeduplicated(t *testing.T) {
 	b := setup(t, Config{})
 	ep := sdkEndpoint(t)
 	b.trigger(t, ep.url("/wf"), "wfr_dup", `1`, nil)
-	res, err := b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: ep.url("/wf"), Method: "POST", RunID: "wfr_dup"}, Init: &RunInit{}}})
+	res, err := b.engine.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: ep.url("/wf"), Method: "POST", RunID: "wfr_dup"}, Init: &RunInit{}}})
 	require.NoError(t, err)
 	require.True(t, res[0].Deduplicated)
 }
@@ -108,10 +108,10 @@ func TestWorkflowNonWorkflowDestinationFailsTheRun(t *testing.T) {
 	ep := newEndpoint(t, nil) // answers 200 without the protocol header
 	b.trigger(t, ep.url("/plain"), "wfr_plain", `{}`, nil)
 	require.Eventually(t, func() bool {
-		run, err := b.engine.Run(testProject, "wfr_plain")
+		run, err := b.engine.Run(t.Context(), testProject, "wfr_plain")
 		return err == nil && run.State == RunFailed
 	}, 10*time.Second, 5*time.Millisecond)
-	entries, _, err := b.engine.DLQ(testProject, "", 10, func(*DLQEntry) bool { return true })
+	entries, _, err := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Contains(t, entries[0].Response.Error, "non-workflow destination")
@@ -139,7 +139,7 @@ func TestWorkflowFailureCallbackCarriesRunAndInitialPayload(t *testing.T) {
 	require.Equal(t, "wfr_f", fc.header.Get("Upstash-Workflow-Runid"))
 	require.Equal(t, "true", fc.header.Get("Upstash-Workflow-Is-Failure"))
 	require.Eventually(t, func() bool {
-		run, err := b.engine.Run(testProject, "wfr_f")
+		run, err := b.engine.Run(t.Context(), testProject, "wfr_f")
 		return err == nil && run.State == RunFailed && run.FailureState == callbackSuccess
 	}, 10*time.Second, 5*time.Millisecond)
 }
@@ -153,15 +153,15 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 	ep.waitRequests(t, "/wf", 1)
 	resume := &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_w", Header: map[string][]string{"Upstash-Workflow-Sdk-Version": {"1"}}}
 	wait := func(event string, timeout time.Duration) {
-		require.NoError(t, b.engine.Wait(WaitRequest{Project: testProject, EventID: event, RunID: "wfr_w", Timeout: timeout, TimeoutText: "t",
+		require.NoError(t, b.engine.Wait(t.Context(), WaitRequest{Project: testProject, EventID: event, RunID: "wfr_w", Timeout: timeout, TimeoutText: "t",
 			Step: []byte(`{"stepId":1,"stepName":"w","stepType":"Wait","concurrent":1}`), Resume: resume, OnTimeout: resume}))
 	}
 
 	wait("evt", time.Hour)
-	ws, err := b.engine.Waiters(testProject, "evt")
+	ws, err := b.engine.Waiters(t.Context(), testProject, "evt")
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
-	res, err := b.engine.Notify(testProject, "evt", "", []byte(`{"hello":1}`))
+	res, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte(`{"hello":1}`))
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	got := ep.waitRequests(t, "/wf", 2)[1]
@@ -171,14 +171,14 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &step))
 	require.Equal(t, b64(`{"hello":1}`), step["out"])
 	require.Equal(t, false, step["waitTimeout"])
-	ws, _ = b.engine.Waiters(testProject, "evt")
+	ws, _ = b.engine.Waiters(t.Context(), testProject, "evt")
 	require.Empty(t, ws)
 
 	// A timeout resumes the run with waitTimeout and no out.
 	resume2 := *resume
 	wait2 := WaitRequest{Project: testProject, EventID: "late", RunID: "wfr_w", Timeout: 50 * time.Millisecond, TimeoutText: "50ms",
 		Step: []byte(`{"stepId":2,"stepName":"w2","stepType":"Wait","concurrent":1}`), Resume: &resume2, OnTimeout: &resume2}
-	require.NoError(t, b.engine.Wait(wait2))
+	require.NoError(t, b.engine.Wait(t.Context(), wait2))
 	got = ep.waitRequests(t, "/wf", 3)[2]
 	h = historyOf(t, got.body)
 	raw, _ = base64.StdEncoding.DecodeString(h[len(h)-1]["body"])
@@ -188,13 +188,13 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 	require.NotContains(t, step, "out")
 
 	// Lookback: the event arrives before the wait; the wait resolves at once.
-	res, err = b.engine.Notify(testProject, "early", "wfr_w", []byte("x"))
+	res, err = b.engine.Notify(t.Context(), testProject, "early", "wfr_w", []byte("x"))
 	require.NoError(t, err)
 	require.Empty(t, res)
-	require.NoError(t, b.engine.Wait(WaitRequest{Project: testProject, EventID: "early", RunID: "wfr_w", Timeout: time.Hour,
+	require.NoError(t, b.engine.Wait(t.Context(), WaitRequest{Project: testProject, EventID: "early", RunID: "wfr_w", Timeout: time.Hour,
 		Step: []byte(`{"stepId":3,"stepName":"w3","stepType":"Wait","concurrent":1}`), Resume: resume, OnTimeout: resume}))
 	ep.waitRequests(t, "/wf", 4)
-	ws, _ = b.engine.Waiters(testProject, "early")
+	ws, _ = b.engine.Waiters(t.Context(), testProject, "early")
 	require.Empty(t, ws)
 }
 
@@ -205,16 +205,16 @@ func TestWorkflowCancelDropsPendingWork(t *testing.T) {
 	url := ep.url("/wf")
 	b.trigger(t, url, "wfr_c", `{}`, nil)
 	ep.waitRequests(t, "/wf", 1)
-	_, err := b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_c", CallType: CallStep,
+	_, err := b.engine.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_c", CallType: CallStep,
 		Body: []byte(`{"stepId":1,"stepType":"SleepFor","sleepFor":3600}`), NotBefore: time.Now().Add(time.Hour).UnixMilli()}}})
 	require.NoError(t, err)
-	live, err := b.engine.CancelRun(testProject, "wfr_c")
+	live, err := b.engine.CancelRun(t.Context(), testProject, "wfr_c")
 	require.NoError(t, err)
 	require.True(t, live)
-	n, err := b.engine.Cancel(testProject, nil, func(m *Message) bool { return m.RunID == "wfr_c" }, 100)
+	n, err := b.engine.Cancel(t.Context(), testProject, nil, func(m *Message) bool { return m.RunID == "wfr_c" }, 100)
 	require.NoError(t, err)
 	require.Zero(t, n, "cancelling the run removed its pending messages")
-	live, err = b.engine.CancelRun(testProject, "wfr_c")
+	live, err = b.engine.CancelRun(t.Context(), testProject, "wfr_c")
 	require.NoError(t, err)
 	require.False(t, live)
 }
@@ -230,17 +230,17 @@ func TestWorkflowLimits(t *testing.T) {
 		return Publication{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_l", CallType: CallStep,
 			Body: []byte(`{"stepId":0,"concurrent":3,"targetStep":` + string(rune('0'+target)) + `}`)}}
 	}
-	_, err := b.engine.PublishAll([]Publication{plan(1), plan(2), plan(3)})
+	_, err := b.engine.PublishAll(t.Context(), []Publication{plan(1), plan(2), plan(3)})
 	require.ErrorIs(t, err, ErrRunLimit, "parallel group over the limit")
 
 	b.step(t, url, "wfr_l", `{"stepId":1}`)
 	b.step(t, url, "wfr_l", `{"stepId":2}`)
-	_, err = b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_l", CallType: CallStep, Body: []byte(`{"stepId":3}`)}}})
+	_, err = b.engine.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_l", CallType: CallStep, Body: []byte(`{"stepId":3}`)}}})
 	require.ErrorIs(t, err, ErrRunLimit, "history over the step limit")
 
-	_, err = b.engine.PublishAll([]Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_deep"}, Init: &RunInit{InvokeDepth: 3}}})
+	_, err = b.engine.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: url, Method: "POST", RunID: "wfr_deep"}, Init: &RunInit{InvokeDepth: 3}}})
 	require.ErrorIs(t, err, ErrRunLimit, "invoke depth over the limit")
 
-	err = b.engine.Wait(WaitRequest{Project: testProject, EventID: "e", RunID: "wfr_l", Timeout: 400 * 24 * time.Hour, Resume: &Message{}, OnTimeout: &Message{}})
+	err = b.engine.Wait(t.Context(), WaitRequest{Project: testProject, EventID: "e", RunID: "wfr_l", Timeout: 400 * 24 * time.Hour, Resume: &Message{}, OnTimeout: &Message{}})
 	require.ErrorIs(t, err, ErrRunLimit, "wait timeout over the limit")
 }

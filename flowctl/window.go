@@ -99,3 +99,13 @@ func (w *Window) Oldest(now time.Time, period time.Duration) time.Time {
 	}
 	return time.Time{}
 }
+
+// Remove forgets the start at `at` (a delivery admitted at `at` whose request never left).
+func (w *Window) Remove(at int64) {
+	for i, s := range w.starts {
+		if s == at {
+			w.starts = append(w.starts[:i], w.starts[i+1:]...)
+			return
+		}
+	}
+}

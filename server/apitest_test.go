@@ -29,6 +29,7 @@ import (
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/storagetest"
 )
 
 func TestMain(m *testing.M) {
@@ -82,7 +83,7 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	env.store = store
 
-	_, err = delivery.EnsureProject(store, delivery.Project{
+	_, err = delivery.EnsureProject(t.Context(), store, delivery.Project{
 		ID: testProject, Name: testProject, CreatedAt: time.Now().UnixMilli(),
 		CurrentSigningKey: testCurrentKey, NextSigningKey: testNextKey,
 	}, TokenHash(testToken))
@@ -101,7 +102,10 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	if opts.engine != nil {
 		opts.engine(&engineCfg)
 	}
-	env.Engine = delivery.New(engineCfg, store)
+	// Every write of the engine runs twice: the suite exercises the rule that a
+	// transaction function may be run again by the group committer.
+	env.Engine, err = delivery.New(engineCfg, storagetest.NewTwice(store))
+	require.NoError(t, err)
 	cfg := Config{CheckDestination: policy.CheckURL, Logger: quiet}
 	if opts.config != nil {
 		opts.config(&cfg)
@@ -126,7 +130,7 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 // of env that authenticates as that project.
 func (e *apiEnv) withProject(t *testing.T, id, token string) *apiEnv {
 	t.Helper()
-	_, err := delivery.EnsureProject(e.store, delivery.Project{
+	_, err := delivery.EnsureProject(t.Context(), e.store, delivery.Project{
 		ID: id, Name: id, CreatedAt: time.Now().UnixMilli(),
 		CurrentSigningKey: delivery.NewSigningKey(), NextSigningKey: delivery.NewSigningKey(),
 	}, TokenHash(token))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -19,7 +20,7 @@ func TokenHash(token string) string {
 
 // TokenResolver finds the project a token hash belongs to (delivery.ErrNotFound if none).
 type TokenResolver interface {
-	ProjectForToken(tokenHash string) (string, error)
+	ProjectForToken(ctx context.Context, tokenHash string) (string, error)
 }
 
 // authenticator checks the bearer token of every /v2 request and puts the caller's
@@ -67,7 +68,7 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		project, ok := a.known[hash]
 		a.mu.RUnlock()
 		if !ok {
-			p, err := a.tokens.ProjectForToken(hash)
+			p, err := a.tokens.ProjectForToken(c.Request().Context(), hash)
 			if err != nil {
 				a.limit.fail(addr)
 				return unauthorized("invalid token")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -11,9 +12,9 @@ import (
 // dlqHandlers serve the dead-letter queue.
 type dlqHandlers struct {
 	engine interface {
-		DLQ(project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
-		DeleteDLQ(project string, ids []string) (int, error)
-		RetryDLQ(project string, ids []string) ([]string, error)
+		DLQ(ctx context.Context, project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
+		DeleteDLQ(ctx context.Context, project string, ids []string) (int, error)
+		RetryDLQ(ctx context.Context, project string, ids []string) ([]string, error)
 	}
 	workflow *workflowDLQHandlers // serves GET /v2/dlq?source=workflow
 }
@@ -60,7 +61,7 @@ func (h *dlqHandlers) selection(c echo.Context) ([]delivery.DLQEntry, string, er
 		}
 		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, d.FailedAt, fc)
 	}
-	return h.engine.DLQ(projectOf(c), lq.cursor, lq.count, keep)
+	return h.engine.DLQ(c.Request().Context(), projectOf(c), lq.cursor, lq.count, keep)
 }
 
 func (h *dlqHandlers) list(c echo.Context) error {
@@ -79,7 +80,7 @@ func (h *dlqHandlers) list(c echo.Context) error {
 }
 
 func (h *dlqHandlers) deleteOne(c echo.Context) error {
-	n, err := h.engine.DeleteDLQ(projectOf(c), []string{c.Param("id")})
+	n, err := h.engine.DeleteDLQ(c.Request().Context(), projectOf(c), []string{c.Param("id")})
 	if err != nil {
 		return err
 	}
@@ -95,12 +96,12 @@ func (h *dlqHandlers) deleteMany(c echo.Context) error {
 
 // deleteSelected deletes one page of dead letters chosen by selection and answers with
 // how many it deleted and where the next page starts.
-func deleteSelected(c echo.Context, selection func(echo.Context) ([]delivery.DLQEntry, string, error), del func(project string, ids []string) (int, error)) error {
+func deleteSelected(c echo.Context, selection func(echo.Context) ([]delivery.DLQEntry, string, error), del func(ctx context.Context, project string, ids []string) (int, error)) error {
 	entries, next, err := selection(c)
 	if err != nil {
 		return err
 	}
-	n, err := del(projectOf(c), dlqIDs(entries))
+	n, err := del(c.Request().Context(), projectOf(c), dlqIDs(entries))
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (h *dlqHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ids, err := h.engine.RetryDLQ(projectOf(c), dlqIDs(entries))
+	ids, err := h.engine.RetryDLQ(c.Request().Context(), projectOf(c), dlqIDs(entries))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,10 +19,10 @@ type flowControlHandlers struct {
 		FlowKeys(project, search string) []delivery.FlowInfo
 		FlowKey(project, key string) delivery.FlowInfo
 		GlobalParallelism(project string) (max, count int)
-		SetFlowKeyPaused(project, key string, paused bool) error
-		PinFlowKey(project, key string, parallelism, rate int, period time.Duration) error
-		UnpinFlowKey(project, key string, parallelism, rate bool) error
-		ResetFlowKeyRate(project, key string) error
+		SetFlowKeyPaused(ctx context.Context, project, key string, paused bool) error
+		PinFlowKey(ctx context.Context, project, key string, parallelism, rate int, period time.Duration) error
+		UnpinFlowKey(ctx context.Context, project, key string, parallelism, rate bool) error
+		ResetFlowKeyRate(ctx context.Context, project, key string) error
 	}
 }
 
@@ -102,7 +103,7 @@ func (h *flowControlHandlers) setPaused(c echo.Context, paused bool) error {
 	if err != nil {
 		return err
 	}
-	if err := h.engine.SetFlowKeyPaused(projectOf(c), key, paused); err != nil {
+	if err := h.engine.SetFlowKeyPaused(c.Request().Context(), projectOf(c), key, paused); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -141,7 +142,7 @@ func (h *flowControlHandlers) pin(c echo.Context) error {
 	if parallelism == 0 && rate == 0 {
 		return badRequest("pin needs parallelism or rate")
 	}
-	if err := h.engine.PinFlowKey(projectOf(c), key, parallelism, rate, time.Duration(period)*time.Second); err != nil {
+	if err := h.engine.PinFlowKey(c.Request().Context(), projectOf(c), key, parallelism, rate, time.Duration(period)*time.Second); err != nil {
 		return badRequest("%v", err)
 	}
 	return c.NoContent(http.StatusOK)
@@ -170,7 +171,7 @@ func (h *flowControlHandlers) unpin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.engine.UnpinFlowKey(projectOf(c), key, parallelism, rate); err != nil {
+	if err := h.engine.UnpinFlowKey(c.Request().Context(), projectOf(c), key, parallelism, rate); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -181,7 +182,7 @@ func (h *flowControlHandlers) resetRate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.engine.ResetFlowKeyRate(projectOf(c), key); err != nil {
+	if err := h.engine.ResetFlowKeyRate(c.Request().Context(), projectOf(c), key); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)

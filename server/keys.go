@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -11,8 +12,8 @@ import (
 // keyHandlers serve the project's signing keys.
 type keyHandlers struct {
 	engine interface {
-		Project(id string) (*delivery.Project, error)
-		RotateKeys(project string) (*delivery.Project, error)
+		Project(ctx context.Context, id string) (*delivery.Project, error)
+		RotateKeys(ctx context.Context, project string) (*delivery.Project, error)
 	}
 }
 
@@ -27,7 +28,7 @@ type keysResponse struct {
 }
 
 func (h *keyHandlers) get(c echo.Context) error {
-	p, err := h.engine.Project(projectOf(c))
+	p, err := h.engine.Project(c.Request().Context(), projectOf(c))
 	if err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func (h *keyHandlers) get(c echo.Context) error {
 }
 
 func (h *keyHandlers) rotate(c echo.Context) error {
-	p, err := h.engine.RotateKeys(projectOf(c))
+	p, err := h.engine.RotateKeys(c.Request().Context(), projectOf(c))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -12,7 +13,7 @@ import (
 // are served.
 type logHandlers struct {
 	engine interface {
-		Logs(project, cursor string, count int, keep func(*delivery.LogEvent) bool) ([]delivery.LogEvent, string, error)
+		Logs(ctx context.Context, project, cursor string, count int, keep func(*delivery.LogEvent) bool) ([]delivery.LogEvent, string, error)
 	}
 }
 
@@ -40,7 +41,7 @@ func (h *logHandlers) list(c echo.Context) error {
 		}
 		return lq.f.matchMessage(ev.MessageID, ev.URL, ev.Queue, ev.Labels, "", ev.Time, "")
 	}
-	events, next, err := h.engine.Logs(projectOf(c), lq.cursor, lq.count, keep)
+	events, next, err := h.engine.Logs(c.Request().Context(), projectOf(c), lq.cursor, lq.count, keep)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -13,9 +14,9 @@ import (
 // messageHandlers serve reads and cancellation of pending messages.
 type messageHandlers struct {
 	engine interface {
-		Message(project, id string) (*delivery.Message, error)
-		Cancel(project string, ids []string, keep func(*delivery.Message) bool, limit int) (int, error)
-		WaitReason(project, messageID string) (reason string, since time.Time, ok bool)
+		Message(ctx context.Context, project, id string) (*delivery.Message, error)
+		Cancel(ctx context.Context, project string, ids []string, keep func(*delivery.Message) bool, limit int) (int, error)
+		WaitReason(ctx context.Context, project, messageID string) (reason string, since time.Time, ok bool, err error)
 	}
 }
 
@@ -34,19 +35,23 @@ type cancelResponse struct {
 const maxBulkCancel = 10_000
 
 func (h *messageHandlers) get(c echo.Context) error {
-	m, err := h.engine.Message(projectOf(c), c.Param("id"))
+	m, err := h.engine.Message(c.Request().Context(), projectOf(c), c.Param("id"))
 	if err != nil {
 		return messageNotFound(c.Param("id"), err)
 	}
 	v := toMessageView(m)
-	if reason, since, ok := h.engine.WaitReason(projectOf(c), m.ID); ok {
+	reason, since, ok, err := h.engine.WaitReason(c.Request().Context(), projectOf(c), m.ID)
+	if err != nil {
+		return err
+	}
+	if ok {
 		v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
 	}
 	return c.JSON(http.StatusOK, v)
 }
 
 func (h *messageHandlers) cancel(c echo.Context) error {
-	n, err := h.engine.Cancel(projectOf(c), []string{c.Param("id")}, nil, 1)
+	n, err := h.engine.Cancel(c.Request().Context(), projectOf(c), []string{c.Param("id")}, nil, 1)
 	if err != nil {
 		return err
 	}
@@ -68,7 +73,7 @@ func (h *messageHandlers) cancelMany(c echo.Context) error {
 		}
 		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, m.CreatedAt, fc)
 	}
-	n, err := h.engine.Cancel(projectOf(c), lq.ids, keep, maxBulkCancel)
+	n, err := h.engine.Cancel(c.Request().Context(), projectOf(c), lq.ids, keep, maxBulkCancel)
 	if err != nil {
 		return err
 	}

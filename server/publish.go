@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,7 +21,7 @@ import (
 // publishHandlers serve message ingestion: publish, enqueue and batch.
 type publishHandlers struct {
 	engine interface {
-		PublishAll([]delivery.Publication) ([]delivery.PublishResult, error)
+		PublishAll(ctx context.Context, pubs []delivery.Publication) ([]delivery.PublishResult, error)
 	}
 	cfg    Config
 	limits publishLimits
@@ -83,7 +84,7 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.engine.PublishAll([]delivery.Publication{pub})
+	res, err := h.engine.PublishAll(c.Request().Context(), []delivery.Publication{pub})
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 		}
 		pubs[i] = pub
 	}
-	res, err := h.engine.PublishAll(pubs)
+	res, err := h.engine.PublishAll(c.Request().Context(), pubs)
 	if err != nil {
 		return err
 	}

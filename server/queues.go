@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -12,10 +13,10 @@ import (
 // queueHandlers serve named queues.
 type queueHandlers struct {
 	engine interface {
-		UpsertQueue(project, name string, parallelism int, paused bool) error
-		SetQueuePaused(project, name string, paused bool) error
-		DeleteQueue(project, name string) error
-		Queues(project, name string) ([]delivery.QueueInfo, error)
+		UpsertQueue(ctx context.Context, project, name string, parallelism int, paused bool) error
+		SetQueuePaused(ctx context.Context, project, name string, paused bool) error
+		DeleteQueue(ctx context.Context, project, name string) error
+		Queues(ctx context.Context, project, name string) ([]delivery.QueueInfo, error)
 	}
 }
 
@@ -66,14 +67,14 @@ func (h *queueHandlers) upsert(c echo.Context) error {
 	if parallelism < 1 || parallelism > maxQueueParallelism {
 		return badRequest("parallelism: must be between 1 and %d", maxQueueParallelism)
 	}
-	if err := h.engine.UpsertQueue(projectOf(c), req.QueueName, parallelism, req.Paused); err != nil {
+	if err := h.engine.UpsertQueue(c.Request().Context(), projectOf(c), req.QueueName, parallelism, req.Paused); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
 }
 
 func (h *queueHandlers) list(c echo.Context) error {
-	qs, err := h.engine.Queues(projectOf(c), "")
+	qs, err := h.engine.Queues(c.Request().Context(), projectOf(c), "")
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func (h *queueHandlers) list(c echo.Context) error {
 }
 
 func (h *queueHandlers) get(c echo.Context) error {
-	qs, err := h.engine.Queues(projectOf(c), c.Param("name"))
+	qs, err := h.engine.Queues(c.Request().Context(), projectOf(c), c.Param("name"))
 	if err != nil {
 		return queueNotFound(c.Param("name"), err)
 	}
@@ -93,7 +94,7 @@ func (h *queueHandlers) get(c echo.Context) error {
 }
 
 func (h *queueHandlers) delete(c echo.Context) error {
-	if err := h.engine.DeleteQueue(projectOf(c), c.Param("name")); err != nil {
+	if err := h.engine.DeleteQueue(c.Request().Context(), projectOf(c), c.Param("name")); err != nil {
 		return queueNotFound(c.Param("name"), err)
 	}
 	return c.NoContent(http.StatusOK)
@@ -103,7 +104,7 @@ func (h *queueHandlers) pause(c echo.Context) error  { return h.setPaused(c, tru
 func (h *queueHandlers) resume(c echo.Context) error { return h.setPaused(c, false) }
 
 func (h *queueHandlers) setPaused(c echo.Context, paused bool) error {
-	if err := h.engine.SetQueuePaused(projectOf(c), c.Param("name"), paused); err != nil {
+	if err := h.engine.SetQueuePaused(c.Request().Context(), projectOf(c), c.Param("name"), paused); err != nil {
 		return queueNotFound(c.Param("name"), err)
 	}
 	return c.NoContent(http.StatusOK)

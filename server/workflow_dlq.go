@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,11 +15,11 @@ import (
 // /v2/dlq?source=workflow), resume, restart, re-run the failure callback, delete.
 type workflowDLQHandlers struct {
 	engine interface {
-		DLQ(project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
-		DeleteDLQ(project string, ids []string) (int, error)
-		Run(project, runID string) (*delivery.RunWithHistory, error)
-		ResumeRuns(project string, dlqIDs []string, restart bool, retries *int) ([]delivery.ResumedRun, error)
-		RerunFailureCallback(project, dlqID string) (*delivery.Run, error)
+		DLQ(ctx context.Context, project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
+		DeleteDLQ(ctx context.Context, project string, ids []string) (int, error)
+		Run(ctx context.Context, project, runID string) (*delivery.RunWithHistory, error)
+		ResumeRuns(ctx context.Context, project string, dlqIDs []string, restart bool, retries *int) ([]delivery.ResumedRun, error)
+		RerunFailureCallback(ctx context.Context, project, dlqID string) (*delivery.Run, error)
 	}
 }
 
@@ -73,15 +74,15 @@ func (h *workflowDLQHandlers) selection(c echo.Context) ([]delivery.DLQEntry, st
 		if lq.f.url != "" && lq.f.url != m.URL {
 			return false
 		}
-		run, err := h.engine.Run(project, m.RunID)
+		run, err := h.engine.Run(c.Request().Context(), project, m.RunID)
 		return err == nil && rf.match(&run.Run)
 	}
-	return h.engine.DLQ(project, lq.cursor, lq.count, keep)
+	return h.engine.DLQ(c.Request().Context(), project, lq.cursor, lq.count, keep)
 }
 
-func (h *workflowDLQHandlers) view(project string, d *delivery.DLQEntry) workflowDLQView {
+func (h *workflowDLQHandlers) view(ctx context.Context, project string, d *delivery.DLQEntry) workflowDLQView {
 	v := workflowDLQView{dlqView: toDLQView(d), WorkflowRunID: d.Message.RunID}
-	if run, err := h.engine.Run(project, d.Message.RunID); err == nil {
+	if run, err := h.engine.Run(ctx, project, d.Message.RunID); err == nil {
 		v.WorkflowURL, v.WorkflowCreatedAt = run.URL, run.CreatedAt
 		if run.FailureMessageID != "" {
 			v.FailureCallbackInfo = &failureFuncView{MessageID: run.FailureMessageID, State: run.FailureState, DLQID: d.DLQID}
@@ -100,7 +101,7 @@ func (h *workflowDLQHandlers) list(c echo.Context) error {
 	}
 	out := workflowDLQListResponse{Cursor: next, Messages: make([]workflowDLQView, len(entries))}
 	for i := range entries {
-		out.Messages[i] = h.view(projectOf(c), &entries[i])
+		out.Messages[i] = h.view(c.Request().Context(), projectOf(c), &entries[i])
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -113,7 +114,7 @@ func (h *workflowDLQHandlers) get(c echo.Context) error {
 	if len(entries) == 0 {
 		return notFound("dlq message %q not found", c.Param("dlqId"))
 	}
-	return c.JSON(http.StatusOK, h.view(projectOf(c), &entries[0]))
+	return c.JSON(http.StatusOK, h.view(c.Request().Context(), projectOf(c), &entries[0]))
 }
 
 func (h *workflowDLQHandlers) deleteOne(c echo.Context) error {
@@ -124,7 +125,7 @@ func (h *workflowDLQHandlers) deleteOne(c echo.Context) error {
 	if len(entries) == 0 {
 		return notFound("dlq message %q not found", c.Param("dlqId"))
 	}
-	if _, err := h.engine.DeleteDLQ(projectOf(c), dlqIDs(entries)); err != nil {
+	if _, err := h.engine.DeleteDLQ(c.Request().Context(), projectOf(c), dlqIDs(entries)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -160,7 +161,7 @@ func (h *workflowDLQHandlers) resumeOrRestart(c echo.Context, restart bool) erro
 	if err != nil {
 		return err
 	}
-	runs, err := h.engine.ResumeRuns(projectOf(c), dlqIDs(entries), restart, retries)
+	runs, err := h.engine.ResumeRuns(c.Request().Context(), projectOf(c), dlqIDs(entries), restart, retries)
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ type callbackRerunResponse struct {
 }
 
 func (h *workflowDLQHandlers) callback(c echo.Context) error {
-	run, err := h.engine.RerunFailureCallback(projectOf(c), c.Param("dlqId"))
+	run, err := h.engine.RerunFailureCallback(c.Request().Context(), projectOf(c), c.Param("dlqId"))
 	if err != nil {
 		return err
 	}

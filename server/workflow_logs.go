@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -87,8 +88,8 @@ func splitURL(raw string) (host, path string) {
 // name /v2/workflows/logs: both are served.
 type runLogHandlers struct {
 	engine interface {
-		Runs(project string, after *delivery.RunCursor, count int, keep func(*delivery.Run) bool) ([]delivery.RunWithHistory, *delivery.RunCursor, error)
-		RunWaitReason(project, runID string) (reason string, since time.Time, ok bool)
+		Runs(ctx context.Context, project string, after *delivery.RunCursor, count int, keep func(*delivery.Run) bool) ([]delivery.RunWithHistory, *delivery.RunCursor, error)
+		RunWaitReason(ctx context.Context, project, runID string) (reason string, since time.Time, ok bool, err error)
 	}
 }
 
@@ -153,7 +154,7 @@ func (h *runLogHandlers) list(c echo.Context) error {
 	}
 	msgID := c.QueryParam("messageId")
 	keep := f.match
-	runs, next, err := h.engine.Runs(projectOf(c), after, count, keep)
+	runs, next, err := h.engine.Runs(c.Request().Context(), projectOf(c), after, count, keep)
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,11 @@ func (h *runLogHandlers) list(c echo.Context) error {
 		}
 		v := toRunLogView(&runs[i])
 		if runs[i].Live() {
-			if reason, since, ok := h.engine.RunWaitReason(projectOf(c), runs[i].ID); ok {
+			reason, since, ok, err := h.engine.RunWaitReason(c.Request().Context(), projectOf(c), runs[i].ID)
+			if err != nil {
+				return err
+			}
+			if ok {
 				v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
 			}
 		}

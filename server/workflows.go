@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -18,15 +19,15 @@ import (
 
 // workflowEngine is what the workflow handlers call.
 type workflowEngine interface {
-	PublishAll([]delivery.Publication) ([]delivery.PublishResult, error)
-	CompleteRun(project, runID string, body []byte, hasBody bool) error
-	CancelRun(project, runID string) (bool, error)
-	CancelRuns(project string, ids []string, keep func(*delivery.Run) bool, limit int) (int, error)
-	Run(project, runID string) (*delivery.RunWithHistory, error)
-	Wait(r delivery.WaitRequest) error
-	Notify(project, eventID, runID string, data []byte) ([]delivery.NotifyResult, error)
-	Waiters(project, eventID string) ([]delivery.Waiter, error)
-	ProjectForUser(userID string) (string, error)
+	PublishAll(ctx context.Context, pubs []delivery.Publication) ([]delivery.PublishResult, error)
+	CompleteRun(ctx context.Context, project, runID string, body []byte, hasBody bool) error
+	CancelRun(ctx context.Context, project, runID string) (bool, error)
+	CancelRuns(ctx context.Context, project string, ids []string, keep func(*delivery.Run) bool, limit int) (int, error)
+	Run(ctx context.Context, project, runID string) (*delivery.RunWithHistory, error)
+	Wait(ctx context.Context, r delivery.WaitRequest) error
+	Notify(ctx context.Context, project, eventID, runID string, data []byte) ([]delivery.NotifyResult, error)
+	Waiters(ctx context.Context, project, eventID string) ([]delivery.Waiter, error)
+	ProjectForUser(ctx context.Context, userID string) (string, error)
 }
 
 // workflowHandlers serve workflow runs: completion and cancel, lazy history fetch, bulk
@@ -64,12 +65,12 @@ func (h *workflowHandlers) endRun(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("cancel") == "true" {
-		if _, err := h.engine.CancelRun(projectOf(c), id); err != nil {
+		if _, err := h.engine.CancelRun(c.Request().Context(), projectOf(c), id); err != nil {
 			return err
 		}
 		return c.NoContent(http.StatusOK)
 	}
-	if err := h.engine.CompleteRun(projectOf(c), id, body, len(body) > 0); err != nil {
+	if err := h.engine.CompleteRun(c.Request().Context(), projectOf(c), id, body, len(body) > 0); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -84,7 +85,7 @@ type historyEntryView struct {
 
 // history serves the SDK's lazy fetch: the run's history, or 404 once the run ended.
 func (h *workflowHandlers) history(c echo.Context) error {
-	run, err := h.engine.Run(projectOf(c), c.Param("id"))
+	run, err := h.engine.Run(c.Request().Context(), projectOf(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func (h *workflowHandlers) cancelMany(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := h.engine.CancelRuns(projectOf(c), ids, f.match, limit)
+	n, err := h.engine.CancelRuns(c.Request().Context(), projectOf(c), ids, f.match, limit)
 	if err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	project := projectOf(c)
 	resume.Project, onTimeout.Project = project, project
 	resume.CallerIP, onTimeout.CallerIP = c.RealIP(), c.RealIP()
-	err = h.engine.Wait(delivery.WaitRequest{
+	err = h.engine.Wait(c.Request().Context(), delivery.WaitRequest{
 		Project: project, EventID: c.Param("eventId"), RunID: resume.RunID,
 		Timeout: timeout, TimeoutText: text, Step: req.Step, Resume: resume, OnTimeout: onTimeout,
 	})
@@ -250,7 +251,7 @@ func (h *workflowHandlers) notify(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.engine.Notify(projectOf(c), c.Param("eventId"), "", data)
+	res, err := h.engine.Notify(c.Request().Context(), projectOf(c), c.Param("eventId"), "", data)
 	if err != nil {
 		return err
 	}
@@ -264,7 +265,7 @@ func (h *workflowHandlers) notifyRun(c echo.Context) error {
 		return err
 	}
 	runID := c.Param("runId")
-	res, err := h.engine.Notify(projectOf(c), c.Param("eventId"), runID, data)
+	res, err := h.engine.Notify(c.Request().Context(), projectOf(c), c.Param("eventId"), runID, data)
 	if err != nil {
 		return err
 	}
@@ -275,7 +276,7 @@ func (h *workflowHandlers) notifyRun(c echo.Context) error {
 }
 
 func (h *workflowHandlers) waiters(c echo.Context) error {
-	ws, err := h.engine.Waiters(projectOf(c), c.Param("eventId"))
+	ws, err := h.engine.Waiters(c.Request().Context(), projectOf(c), c.Param("eventId"))
 	if err != nil {
 		return err
 	}
@@ -297,7 +298,7 @@ type hookEvent struct {
 }
 
 func (h *workflowHandlers) hook(c echo.Context) error {
-	project, err := h.engine.ProjectForUser(c.Param("userId"))
+	project, err := h.engine.ProjectForUser(c.Request().Context(), c.Param("userId"))
 	if err != nil {
 		return notFound("webhook not found")
 	}
@@ -314,7 +315,7 @@ func (h *workflowHandlers) hook(c echo.Context) error {
 		Method: r.Method, Header: r.Header, Body: base64.StdEncoding.EncodeToString(body),
 		Proto: proto, Host: r.Host, URL: r.URL.RequestURI(),
 	})
-	if _, err := h.engine.Notify(project, c.Param("eventId"), c.Param("runId"), event); err != nil {
+	if _, err := h.engine.Notify(c.Request().Context(), project, c.Param("eventId"), c.Param("runId"), event); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "received"})
@@ -346,7 +347,7 @@ func (h *workflowHandlers) trigger(c echo.Context) error {
 		return err
 	}
 	m.Project, m.Body, m.CallerIP, m.RunID = projectOf(c), body, c.RealIP(), runID
-	res, err := h.engine.PublishAll([]delivery.Publication{{Message: m, Init: &delivery.RunInit{URL: m.URL, UnknownSdk: true}}})
+	res, err := h.engine.PublishAll(c.Request().Context(), []delivery.Publication{{Message: m, Init: &delivery.RunInit{URL: m.URL, UnknownSdk: true}}})
 	if err != nil {
 		return err
 	}

@@ -138,20 +138,23 @@ func flowScenario(ctx context.Context, keys, n, parallelism, timed int, serviceT
 		return 0, nil, err
 	}
 	defer store.Close()
-	if _, _, err := ensureDefaultProject(modeDev, serverFlags{}, store); err != nil {
+	if _, _, err := ensureDefaultProject(ctx, modeDev, serverFlags{}, store); err != nil {
 		return 0, nil, err
 	}
 
 	ep := newBenchEndpoint(timed)
 	ep.serviceTime = serviceTime
-	engine := delivery.New(delivery.Config{
+	engine, err := delivery.New(delivery.Config{
 		Transport: ep, Logger: discardLogger(), MaxInFlight: 1024,
 		Hooks: delivery.Hooks{Woken: ep.woken},
 	}, store)
+	if err != nil {
+		return 0, nil, err
+	}
 	keyName := func(i int) string { return "k" + strconv.Itoa(i) }
 	if mem != nil {
 		for i := 0; i < keys; i++ {
-			if err := engine.SetFlowKeyPaused(devProject, keyName(i), true); err != nil {
+			if err := engine.SetFlowKeyPaused(ctx, devProject, keyName(i), true); err != nil {
 				return 0, nil, err
 			}
 		}
@@ -171,7 +174,7 @@ func flowScenario(ctx context.Context, keys, n, parallelism, timed int, serviceT
 			msgs = append(msgs, &delivery.Message{Project: devProject, URL: "http://bench.invalid/" + key, Method: "POST",
 				FlowControl: &flowctl.Config{Key: key, Parallelism: parallelism, Period: time.Second}})
 		}
-		if _, err := engine.Publish(msgs); err != nil {
+		if _, err := engine.Publish(ctx, msgs); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -188,7 +191,7 @@ func flowScenario(ctx context.Context, keys, n, parallelism, timed int, serviceT
 		mem.heap, mem.rss = after.heap-before.heap, after.rss-before.rss
 		ep.reset()
 		for i := 0; i < keys; i++ {
-			if err := engine.SetFlowKeyPaused(devProject, keyName(i), false); err != nil {
+			if err := engine.SetFlowKeyPaused(ctx, devProject, keyName(i), false); err != nil {
 				return 0, nil, err
 			}
 		}

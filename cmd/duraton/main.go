@@ -50,9 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "serve":
 		err = runServer(ctx, modeServe, args[1:], stdout, stderr, getenv)
 	case "project":
-		err = runProject(args[1:], stdout, stderr, getenv)
+		err = runProject(ctx, args[1:], stdout, stderr, getenv)
 	case "keys":
-		err = runKeys(args[1:], stdout, stderr, getenv)
+		err = runKeys(ctx, args[1:], stdout, stderr, getenv)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

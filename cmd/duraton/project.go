@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +26,7 @@ func openForAdmin(dir string) (*storage.Store, error) {
 	return s, err
 }
 
-func runProject(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func runProject(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list") {
 		fmt.Fprintln(stderr, "usage: duraton project create NAME [--data DIR] | duraton project list [--data DIR]")
 		return errUsage
@@ -54,7 +55,7 @@ func runProject(args []string, stdout, stderr io.Writer, getenv func(string) str
 	}
 	defer store.Close()
 	if args[0] == "list" {
-		projects, err := delivery.ListProjects(store)
+		projects, err := delivery.ListProjects(ctx, store)
 		if err != nil {
 			return err
 		}
@@ -63,12 +64,12 @@ func runProject(args []string, stdout, stderr io.Writer, getenv func(string) str
 		}
 		return nil
 	}
-	if _, err := delivery.ListProjects(store); err != nil {
+	if _, err := delivery.ListProjects(ctx, store); err != nil {
 		return err
 	}
 	token := newToken(name)
 	p := delivery.Project{ID: name, Name: name, CreatedAt: time.Now().UnixMilli(), CurrentSigningKey: delivery.NewSigningKey(), NextSigningKey: delivery.NewSigningKey()}
-	stored, err := delivery.EnsureProject(store, p, server.TokenHash(token))
+	stored, err := delivery.EnsureProject(ctx, store, p, server.TokenHash(token))
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func runProject(args []string, stdout, stderr io.Writer, getenv func(string) str
 	return nil
 }
 
-func runKeys(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "show" && args[0] != "rotate") {
 		fmt.Fprintln(stderr, "usage: duraton keys show|rotate --project ID [--data DIR]")
 		return errUsage
@@ -96,12 +97,15 @@ func runKeys(args []string, stdout, stderr io.Writer, getenv func(string) string
 		return err
 	}
 	defer store.Close()
-	engine := delivery.New(delivery.Config{Logger: discardLogger()}, store)
+	engine, err := delivery.New(delivery.Config{Logger: discardLogger()}, store)
+	if err != nil {
+		return err
+	}
 	var p *delivery.Project
 	if args[0] == "rotate" {
-		p, err = engine.RotateKeys(*project)
+		p, err = engine.RotateKeys(ctx, *project)
 	} else {
-		p, err = engine.Project(*project)
+		p, err = engine.Project(ctx, *project)
 	}
 	if err != nil {
 		return fmt.Errorf("project %q: %w", *project, err)

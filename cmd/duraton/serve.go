@@ -52,11 +52,11 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	defer store.Close()
 
-	token, project, err := ensureDefaultProject(m, f, store)
+	token, project, err := ensureDefaultProject(ctx, m, f, store)
 	if err != nil {
 		return err
 	}
-	engine := delivery.New(delivery.Config{
+	engine, err := delivery.New(delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
 		DefaultTimeout: f.DefaultTimeout,
@@ -64,6 +64,9 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		Destinations:   policy,
 		Logger:         log,
 	}, store)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
 		CheckDestination: policy.CheckURL,
@@ -109,7 +112,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 // ensureDefaultProject makes sure the project "default" exists. In dev mode it has the
 // fixed dev credentials; in serve mode the configured ones, generated when absent. It
 // returns the token to show: always in dev mode, only when just generated in serve mode.
-func ensureDefaultProject(m mode, f serverFlags, store *storage.Store) (string, *delivery.Project, error) {
+func ensureDefaultProject(ctx context.Context, m mode, f serverFlags, store *storage.Store) (string, *delivery.Project, error) {
 	p := delivery.Project{ID: devProject, Name: devProject, CreatedAt: time.Now().UnixMilli()}
 	token, show := f.Token, false
 	switch m {
@@ -124,7 +127,7 @@ func ensureDefaultProject(m mode, f serverFlags, store *storage.Store) (string, 
 		if p.NextSigningKey == "" {
 			p.NextSigningKey = delivery.NewSigningKey()
 		}
-		projects, err := delivery.ListProjects(store)
+		projects, err := delivery.ListProjects(ctx, store)
 		if err != nil {
 			return "", nil, err
 		}
@@ -135,7 +138,7 @@ func ensureDefaultProject(m mode, f serverFlags, store *storage.Store) (string, 
 			token, show = newToken(devProject), true
 		}
 	}
-	stored, err := delivery.EnsureProject(store, p, server.TokenHash(token))
+	stored, err := delivery.EnsureProject(ctx, store, p, server.TokenHash(token))
 	if err != nil {
 		return "", nil, err
 	}

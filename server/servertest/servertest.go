@@ -39,6 +39,9 @@ type Server struct {
 // Options tune the engine (zero: defaults).
 type Options struct {
 	Engine delivery.Config
+	// WrapStore, if set, wraps the store the engine writes through (for example in
+	// storagetest.Twice, to run every transaction function twice).
+	WrapStore func(delivery.Store) delivery.Store
 }
 
 // Start runs a server on a fresh data directory. Close stops it.
@@ -52,7 +55,7 @@ func Start(opts Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if _, err := delivery.EnsureProject(store, delivery.Project{ID: "default", Name: "default", UserID: "defaultUser",
+	if _, err := delivery.EnsureProject(context.Background(), store, delivery.Project{ID: "default", Name: "default", UserID: "defaultUser",
 		CurrentSigningKey: CurrentKey, NextSigningKey: NextKey}, server.TokenHash(Token)); err != nil {
 		store.Close()
 		os.RemoveAll(dir)
@@ -62,7 +65,16 @@ func Start(opts Options) (*Server, error) {
 	policy := netguard.Policy{Allow: netguard.LoopbackPrefixes()}
 	cfg := opts.Engine
 	cfg.Destinations, cfg.Logger = policy, log
-	engine := delivery.New(cfg, store)
+	var engineStore delivery.Store = store
+	if opts.WrapStore != nil {
+		engineStore = opts.WrapStore(store)
+	}
+	engine, err := delivery.New(cfg, engineStore)
+	if err != nil {
+		store.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	srv, err := server.New(server.Config{CheckDestination: policy.CheckURL, Logger: log}, engine)
 	if err != nil {
 		store.Close()

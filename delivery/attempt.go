@@ -1,0 +1,131 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/storage"
+)
+
+// Storage-failure policy of an attempt: nothing is dropped on an error. An outcome that
+// cannot be recorded is recorded again after recordBackoff (a few times); if it still
+// cannot, the delivery goes back to the scheduler and is sent again after
+// storageRetryDelay, as is one whose message could not be read or whose rate start could
+// not be made durable.
+var recordBackoff = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second}
+
+const storageRetryDelay = time.Second
+
+// attempt sends one started delivery and records its outcome. It runs in its own
+// goroutine and reports the start back to the dispatcher exactly once.
+func (e *Engine) attempt(ctx context.Context, st sched.Start) {
+	defer e.attempts.Done()
+	entry := st.Entry
+	m, body, err := e.loadDelivery(entry)
+	switch {
+	case errors.Is(err, storage.ErrNotFound) || (err == nil && m.DueAt != entry.DueAt):
+		// Cancelled, its run ended, or already rescheduled by an earlier attempt.
+		e.disp.drop(st)
+		return
+	case err != nil:
+		e.log.Error("read delivery", "message_id", entry.MessageID, "project", entry.Project, "err", err)
+		e.disp.retry(st, storageRetryDelay, false)
+		return
+	}
+	if m.Kind == storage.KindWaitTimeout {
+		follow, err := e.fireWaitTimeout(m)
+		if err != nil {
+			e.log.Error("fire wait timeout", "run_id", m.RunID, "event_id", m.EventID, "err", err)
+			e.disp.retry(st, storageRetryDelay, false)
+			return
+		}
+		e.disp.finish(st, follow)
+		return
+	}
+	if st.RateStart != 0 {
+		// The start counts from when the request leaves, not from its admission, and it
+		// is durable before the request leaves, so a crash cannot turn into a burst.
+		e.disp.locked(func(s *sched.Scheduler) { s.MoveRateStart(&st.Admission, e.now()) })
+		if _, err := update(ctx, e.store, func(tx *storage.Tx) (struct{}, error) {
+			return struct{}{}, tx.AppendRateStart(entry.Project, entry.FlowKey, st.RateStart, int64(st.RatePeriod))
+		}); err != nil {
+			e.log.Error("record rate start", "project", entry.Project, "flow_key", entry.FlowKey, "err", err)
+			e.disp.retry(st, storageRetryDelay, false)
+			return
+		}
+	}
+	if h := e.cfg.Hooks.Woken; h != nil && !st.WokenAt.IsZero() {
+		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
+	}
+	out := e.send(ctx, m, body, e.now())
+	if ctx.Err() != nil {
+		// Shutting down: the answer may be incomplete. The due entry stays, so the
+		// message is sent again after restart without spending a retry.
+		e.disp.finish(st, nil)
+		return
+	}
+	if out.Verdict == Delivered && m.DetectTrigger && !answeredBySDK(out.Response.Header) {
+		out.Verdict, out.Fault, out.Response.Error = Final, FaultDestination, nonWorkflowDestination
+	}
+	follow, err := e.recordWithRetry(ctx, m, out)
+	switch {
+	case err == nil:
+		e.disp.finish(st, follow)
+	case errors.Is(err, storage.ErrConflict):
+		e.disp.finish(st, nil) // cancelled or moved on meanwhile: nothing to record
+	case ctx.Err() != nil:
+		e.disp.finish(st, nil) // shutting down: redelivered after restart
+	default:
+		e.log.Error("record outcome: delivery will be sent again", "message_id", m.ID, "project", m.Project, "err", err)
+		e.disp.retry(st, storageRetryDelay, true)
+	}
+}
+
+// loadDelivery reads what an attempt sends: the message (unless the entry carries it, in
+// which case only its due entry is checked) and, for a workflow step, its history.
+func (e *Engine) loadDelivery(entry storage.DueEntry) (*Message, []byte, error) {
+	m := entry.Msg
+	var body []byte
+	err := e.store.View(func(tx *storage.Tx) error {
+		if m == nil {
+			var err error
+			if m, err = tx.Message(entry.Project, entry.MessageID); err != nil {
+				return err
+			}
+		} else if !tx.HasDue(entry) {
+			return storage.ErrNotFound
+		}
+		body = m.Body
+		if m.HistoryLen > 0 {
+			h, err := tx.History(m.Project, m.RunID, m.HistoryLen)
+			if err != nil {
+				return err
+			}
+			body = historyBody(h)
+		}
+		return nil
+	})
+	return m, body, err
+}
+
+// recordWithRetry records an outcome, trying again after a storage error.
+func (e *Engine) recordWithRetry(ctx context.Context, m *Message, out Outcome) ([]storage.DueEntry, error) {
+	for i := 0; ; i++ {
+		fx, err := e.record(m, out, e.now())
+		if err == nil {
+			e.disp.apply(effects{forget: fx.forget})
+			return fx.add, nil
+		}
+		if errors.Is(err, storage.ErrConflict) || i == len(recordBackoff) {
+			return nil, err
+		}
+		e.log.Warn("record outcome failed, retrying", "message_id", m.ID, "project", m.Project, "attempt", i+1, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(recordBackoff[i]):
+		}
+	}
+}

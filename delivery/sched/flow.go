@@ -1,0 +1,315 @@
+package sched
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage"
+)
+
+// This file is flow control (flow-control.md, part A). A due delivery that has a
+// flow-control key, or whose project has a concurrency ceiling, joins its key's waitlist;
+// the head of a waitlist starts when flowctl admits it over every constraint (the key's
+// parallelism and rate, the project ceiling, the engine's own cap). A blocked head waits
+// for the release of a slot or for the time its rate allows; it is never found by
+// scanning. Keys that compete for a shared limit (the ceiling, the engine cap) take
+// turns, one start per turn.
+
+// flowID names a waitlist: a project's flow-control key ("" for the project's deliveries
+// without a key, which only the ceiling limits).
+type flowID struct{ project, key string }
+
+// flowQueue is one key's waitlist and state.
+type flowQueue struct {
+	id      flowID
+	key     *flowctl.Key
+	waiting *btree.BTreeG[waitItem]
+
+	blockedBy    string    // the constraint the head waits for ("" when not blocked)
+	blockedSince time.Time // since when the head waits for it
+	timerAt      int64     // scheduled wake-up, unix ns (0: none)
+	ring         string    // the shared-limit ring the queue waits in ("": none)
+}
+
+// waitItem is a delivery in a waitlist, kept small and almost free of pointers: a
+// waitlist may hold millions of them, and what the garbage collector must scan grows
+// with every pointer. The project and key are the waitlist's; the message id is packed.
+type waitItem struct {
+	orderAt int64
+	dueAt   int64
+	id      packedID
+	limits  flowctl.Limits
+	since   int64  // unix ns it joined the waitlist
+	queue   string // the message's queue, usually ""
+}
+
+// lessWait orders a waitlist: older runs first, then by message id (publication order).
+func lessWait(a, b waitItem) bool {
+	if a.orderAt != b.orderAt {
+		return a.orderAt < b.orderAt
+	}
+	return a.id.less(b.id)
+}
+
+func newWaitItem(e storage.DueEntry, now time.Time) waitItem {
+	return waitItem{orderAt: e.OrderAt, dueAt: e.DueAt, id: packID(e.MessageID), limits: e.Limits, since: now.UnixNano(), queue: e.Queue}
+}
+
+// entry rebuilds the due entry of a waiting delivery of q.
+func (w waitItem) entry(q *flowQueue) storage.DueEntry {
+	return storage.DueEntry{DueAt: w.dueAt, MessageID: w.id.String(), Project: q.id.project, Queue: w.queue,
+		FlowKey: q.id.key, Limits: w.limits, OrderAt: w.orderAt}
+}
+
+const ringEngine = "engine"
+
+func ringOfProject(p string) string { return "project:" + p }
+
+// flowState is the scheduler's flow-control state.
+type flowState struct {
+	queues   map[flowID]*flowQueue
+	ceilings map[string]*flowctl.Ceiling
+	inFlight map[string]int // per project, every delivery (for globalParallelism)
+	rings    map[string][]*flowQueue
+	timers   timerHeap
+}
+
+func newFlowState() flowState {
+	return flowState{
+		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
+		inFlight: map[string]int{}, rings: map[string][]*flowQueue{},
+	}
+}
+
+func (s *Scheduler) ceiling(project string) *flowctl.Ceiling {
+	c := s.flow.ceilings[project]
+	if c == nil {
+		c = &flowctl.Ceiling{Scope: project, Limit: s.cfg.ProjectCeiling}
+		s.flow.ceilings[project] = c
+	}
+	return c
+}
+
+// needsFlow reports whether an entry goes through a waitlist.
+func (s *Scheduler) needsFlow(e storage.DueEntry) bool {
+	return !e.Timer && (e.FlowKey != "" || s.cfg.ProjectCeiling > 0)
+}
+
+func (s *Scheduler) queue(id flowID) *flowQueue {
+	q := s.flow.queues[id]
+	if q == nil {
+		q = &flowQueue{id: id, key: flowctl.NewKey(id.key), waiting: btree.NewG(16, lessWait)}
+		s.flow.queues[id] = q
+	}
+	return q
+}
+
+// enqueueFlow puts a due entry in its waitlist and tries to start the head.
+func (s *Scheduler) enqueueFlow(e storage.DueEntry, now time.Time, starts *[]Start) {
+	q := s.queue(flowID{e.Project, e.FlowKey})
+	if e.FlowKey != "" {
+		q.key.Ask(e.Limits)
+	}
+	q.waiting.ReplaceOrInsert(newWaitItem(e, now))
+	s.pump(q, now, -1, time.Time{}, starts)
+}
+
+// constraints lists what a start from q must be admitted by.
+func (s *Scheduler) constraints(q *flowQueue) []flowctl.Constraint {
+	cs := make([]flowctl.Constraint, 0, 3)
+	if q.id.key != "" {
+		cs = append(cs, flowctl.Parallelism{K: q.key}, flowctl.Rate{K: q.key})
+	}
+	if c := s.ceiling(q.id.project); c.Limit > 0 {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// pump starts heads of q while they are admitted, at most limit of them (-1: no limit);
+// wokenAt is the release that caused it (zero: none). A blocked head leaves q waiting
+// for its blocker: a timer for a rate, a turn in the shared ring for the ceiling or the
+// engine cap, or a release of the key's own slot.
+func (s *Scheduler) pump(q *flowQueue, now time.Time, limit int, wokenAt time.Time, starts *[]Start) {
+	for started := 0; !s.stopping && q.waiting.Len() > 0 && (limit < 0 || started < limit); started++ {
+		if s.inFlight >= s.cfg.MaxInFlight {
+			s.block(q, "engine in-flight cap", now)
+			s.joinRing(q, ringEngine)
+			return
+		}
+		dec := flowctl.Admit(now, s.constraints(q)...)
+		if !dec.Admitted {
+			s.block(q, dec.BlockedBy.String(), now)
+			switch {
+			case !dec.RetryAt.IsZero():
+				s.wakeAt(q, dec.RetryAt)
+			case dec.BlockedBy == flowctl.Constraint(s.ceiling(q.id.project)):
+				s.joinRing(q, ringOfProject(q.id.project))
+			}
+			return // a key slot: the release of one pumps q again
+		}
+		head, _ := q.waiting.DeleteMin()
+		q.blockedBy, q.blockedSince = "", time.Time{}
+		adm := Admission{flow: q, WokenAt: wokenAt}
+		if e := q.key.Effective(); q.id.key != "" && e.Rate > 0 {
+			adm.RateStart, adm.RatePeriod = now.UnixNano(), e.Period
+		}
+		*starts = append(*starts, s.start(head.entry(q), adm))
+	}
+	if q.waiting.Len() > 0 && limit >= 0 {
+		// A turn taken from a ring: go to the back of it so other keys get theirs.
+		ring := s.ringWanted(q)
+		reason := "engine in-flight cap"
+		if ring != ringEngine {
+			reason = s.ceiling(q.id.project).String()
+		}
+		s.block(q, reason, now)
+		s.joinRing(q, ring)
+	}
+}
+
+// MoveRateStart moves an admitted delivery's rate start to the time it is sent and
+// returns that time.
+func (s *Scheduler) MoveRateStart(adm *Admission, at time.Time) int64 {
+	to := max(at.UnixNano(), adm.RateStart)
+	adm.flow.key.Window.Move(adm.RateStart, to)
+	adm.RateStart = to
+	return to
+}
+
+// forgetWaiting removes a message from its waitlist, so the key's waitlist size is right
+// even while the key cannot start anything.
+func (s *Scheduler) forgetWaiting(e storage.DueEntry, now time.Time) {
+	q := s.flow.queues[flowID{e.Project, e.FlowKey}]
+	if q == nil {
+		return
+	}
+	if item, found := q.waiting.Delete(newWaitItem(e, time.Time{})); found {
+		if q.id.key != "" {
+			q.key.Unask(item.limits)
+		}
+		s.evictIfIdle(q, now)
+	}
+}
+
+// ringWanted is the ring q waits in after a turn: the project's when it has a ceiling,
+// else the engine's.
+func (s *Scheduler) ringWanted(q *flowQueue) string {
+	if s.ceiling(q.id.project).Limit > 0 {
+		return ringOfProject(q.id.project)
+	}
+	return ringEngine
+}
+
+func (s *Scheduler) block(q *flowQueue, by string, now time.Time) {
+	if q.blockedBy != by {
+		q.blockedBy, q.blockedSince = by, now
+	}
+}
+
+func (s *Scheduler) joinRing(q *flowQueue, ring string) {
+	if q.ring != "" {
+		return
+	}
+	q.ring = ring
+	s.flow.rings[ring] = append(s.flow.rings[ring], q)
+}
+
+// pumpRing gives each queue waiting in ring one start, in turn, while there is room.
+func (s *Scheduler) pumpRing(ring string, now time.Time, room func() bool, starts *[]Start) {
+	for n := len(s.flow.rings[ring]); n > 0 && room(); n-- {
+		q := s.flow.rings[ring][0]
+		s.flow.rings[ring] = s.flow.rings[ring][1:]
+		q.ring = ""
+		s.pump(q, now, 1, time.Time{}, starts)
+	}
+	if len(s.flow.rings[ring]) == 0 {
+		delete(s.flow.rings, ring)
+	}
+}
+
+// releaseFlow returns a delivery's flow slots and lets the next deliveries start.
+func (s *Scheduler) releaseFlow(st Start, now time.Time, starts *[]Start) {
+	if q := st.flow; q != nil {
+		flowctl.Release(s.constraints(q)...)
+		if q.id.key != "" {
+			q.key.Unask(st.Entry.Limits)
+		}
+		if c := s.ceiling(q.id.project); c.Limit > 0 {
+			// The freed ceiling slot is shared: q takes its turn behind the keys that
+			// were already waiting for one, so a busy key cannot starve the others.
+			if q.waiting.Len() > 0 {
+				s.block(q, c.String(), now)
+				s.joinRing(q, ringOfProject(q.id.project))
+			}
+			s.pumpRing(ringOfProject(q.id.project), now, func() bool { return c.InFlight < c.Limit }, starts)
+		} else {
+			s.pump(q, now, -1, now, starts)
+		}
+		s.evictIfIdle(q, now)
+	}
+	s.pumpRing(ringEngine, now, func() bool { return s.inFlight < s.cfg.MaxInFlight }, starts)
+}
+
+// evictIfIdle drops a waitlist that holds nothing, so memory follows the active keys.
+func (s *Scheduler) evictIfIdle(q *flowQueue, now time.Time) {
+	if q.waiting.Len() == 0 && q.ring == "" && q.timerAt == 0 && q.key.Idle(now) {
+		delete(s.flow.queues, q.id)
+	}
+}
+
+// wakeAt schedules q to be pumped at t.
+func (s *Scheduler) wakeAt(q *flowQueue, t time.Time) {
+	at := t.UnixNano()
+	if q.timerAt != 0 && q.timerAt <= at {
+		return
+	}
+	q.timerAt = at
+	heap.Push(&s.flow.timers, timerItem{at: at, q: q})
+}
+
+// fireTimers pumps the queues whose wake-up time has come.
+func (s *Scheduler) fireTimers(now time.Time, starts *[]Start) {
+	for s.flow.timers.Len() > 0 {
+		t := s.flow.timers[0]
+		if t.at > now.UnixNano() {
+			return
+		}
+		heap.Pop(&s.flow.timers)
+		if t.q.timerAt != t.at {
+			continue // superseded by an earlier wake-up
+		}
+		t.q.timerAt = 0
+		s.pump(t.q, now, -1, time.Time{}, starts)
+		s.evictIfIdle(t.q, now)
+	}
+}
+
+type timerItem struct {
+	at int64
+	q  *flowQueue
+}
+
+// timerHeap orders wake-ups by time.
+type timerHeap []timerItem
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerItem)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (h timerHeap) next() int64 {
+	if len(h) == 0 {
+		return 0
+	}
+	return h[0].at
+}
