@@ -185,8 +185,8 @@ type Engine struct {
 	ids     *storage.IDGen
 	keys    keyCache
 	disp    *dispatcher
-	wf      *runs    // the workflow-run unit
-	hooks   runHooks // the same unit, as the message engine sees it
+	wf      *runs      // the workflow-run unit
+	hooks   runHooks   // the same unit, as the message engine sees it
 	flowMu  sync.Mutex // orders operator changes to flow-control keys with their storage
 	queueMu sync.Mutex // orders queue creations and changes with the scheduler's settings
 	runCtx  context.Context
