@@ -1,8 +1,6 @@
 package flowctl_test
 
 import (
-	"container/heap"
-	"fmt"
 	"slices"
 	"sort"
 	"testing"
@@ -13,103 +11,13 @@ import (
 	"github.com/duraton/duraton/flowctl"
 )
 
-// The simulator runs a dispatcher over flowctl on an injected clock (integer
-// milliseconds from base) and checks, against its own model of the state, that every
-// limit holds, that every blocked head is blocked for a reason the model agrees with,
-// and that every delivery starts and finishes, in arrival order within its key.
+// Property tests of flowctl's own types against direct models. The dispatcher's use of
+// them (waitlists, rings, timers, paging) is tested against the real scheduler in
+// delivery/sched.
 
 var base = time.Unix(1_700_000_000, 0)
 
 func clock(ms int64) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-
-type simKey struct {
-	limits      flowctl.Limits
-	key         *flowctl.Key
-	paused      bool    // the model's pause, set and cleared by the pause and resume events
-	waitlist    []int   // delivery ids, FIFO
-	arrived     []int   // ids in arrival order
-	started     []int   // ids in start order
-	starts      []int64 // start times, ms, ascending
-	inFlight    int
-	wakes       map[int64]bool // wake-ups scheduled
-	maxInFlight int
-}
-
-type simDelivery struct {
-	key     int
-	arrive  int64 // ms
-	service int64 // ms
-	arrTie  int   // order among events at the same instant
-	finTie  int
-	started bool
-	done    bool
-}
-
-type eventKind int
-
-const (
-	evArrive eventKind = iota
-	evFinish
-	evWake
-	evPause
-	evResume
-)
-
-type event struct {
-	at   int64
-	tie  int
-	seq  int // creation order: the last tie-break, so the order is total
-	kind eventKind
-	id   int // delivery id, or key index for wake, pause and resume
-}
-
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	a, b := q[i], q[j]
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	if a.tie != b.tie {
-		return a.tie < b.tie
-	}
-	return a.seq < b.seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
-type sim struct {
-	t          *rapid.T
-	keys       []*simKey
-	deliveries []*simDelivery
-	ceiling    *flowctl.Ceiling
-	ceilingMax int // the model's ceiling limit
-	inFlight   int // the model's project in-flight count
-	queue      eventQueue
-	seq        int
-	rr         int // round-robin cursor over keys
-	now        int64
-	steps      int
-}
-
-const maxSteps = 20_000
-
-func (s *sim) push(at int64, tie int, kind eventKind, id int) {
-	s.seq++
-	heap.Push(&s.queue, event{at: at, tie: tie, seq: s.seq, kind: kind, id: id})
-}
-
-func (s *sim) fatalf(format string, args ...any) {
-	s.t.Helper()
-	s.t.Fatalf("t=%dms: %s", s.now, fmt.Sprintf(format, args...))
-}
 
 // countIn is the model's number of starts of k in (at-period, at].
 func countIn(starts []int64, at int64, period time.Duration) int {
@@ -140,264 +48,6 @@ func retryModel(starts []int64, now int64, rate int, period time.Duration) int64
 		}
 	}
 	return -1
-}
-
-func (s *sim) run() {
-	for len(s.queue) > 0 {
-		if s.steps++; s.steps > maxSteps {
-			s.fatalf("no end after %d events", maxSteps)
-		}
-		e := heap.Pop(&s.queue).(event)
-		if e.at < s.now {
-			s.fatalf("clock went back to %d", e.at)
-		}
-		s.now = e.at
-		switch e.kind {
-		case evArrive:
-			d := s.deliveries[e.id]
-			k := s.keys[d.key]
-			k.key.Ask(k.limits)
-			k.waitlist = append(k.waitlist, e.id)
-			k.arrived = append(k.arrived, e.id)
-		case evFinish:
-			d := s.deliveries[e.id]
-			k := s.keys[d.key]
-			flowctl.Release(flowctl.Parallelism{K: k.key}, flowctl.Rate{K: k.key}, s.ceiling)
-			k.key.Unask(k.limits)
-			k.inFlight--
-			s.inFlight--
-			d.done = true
-		case evWake:
-			delete(s.keys[e.id].wakes, e.at)
-		case evPause:
-			s.keys[e.id].key.Paused, s.keys[e.id].paused = true, true
-		case evResume:
-			s.keys[e.id].key.Paused, s.keys[e.id].paused = false, false
-		}
-		s.dispatch()
-		s.checkState()
-	}
-	s.checkEnd()
-}
-
-// dispatch admits heads of waitlists until none can start, one per key per turn.
-func (s *sim) dispatch() {
-	for {
-		admitted := false
-		for i := range s.keys {
-			ki := (s.rr + i) % len(s.keys)
-			if s.try(ki) {
-				s.rr = (ki + 1) % len(s.keys)
-				admitted = true
-				break
-			}
-		}
-		if !admitted {
-			return
-		}
-	}
-}
-
-func (s *sim) try(ki int) bool {
-	k := s.keys[ki]
-	if len(k.waitlist) == 0 {
-		return false
-	}
-	now := clock(s.now)
-	startsBefore, inFlightBefore, ceilingBefore := k.key.Window.Starts(), k.key.InFlight, s.ceiling.InFlight
-	par, rate := flowctl.Parallelism{K: k.key}, flowctl.Rate{K: k.key}
-	d := flowctl.Admit(now, par, rate, s.ceiling)
-
-	parFull := k.paused || (k.limits.Parallelism > 0 && k.inFlight >= k.limits.Parallelism)
-	rateFull := k.limits.Rate > 0 && countIn(k.starts, s.now, k.limits.Period) >= k.limits.Rate
-	ceilingFull := s.ceilingMax > 0 && s.inFlight >= s.ceilingMax
-
-	if !d.Admitted {
-		if !slices.Equal(startsBefore, k.key.Window.Starts()) || inFlightBefore != k.key.InFlight || ceilingBefore != s.ceiling.InFlight {
-			s.fatalf("key %d: a blocked admission spent something", ki)
-		}
-		switch d.BlockedBy {
-		case par:
-			if !parFull || !d.RetryAt.IsZero() {
-				s.fatalf("key %d: blocked by %s with %d in flight (paused %v), retry %v", ki, par, k.inFlight, k.paused, d.RetryAt)
-			}
-		case rate:
-			if parFull || !rateFull {
-				s.fatalf("key %d: blocked by %s with parallelism full %v, %d starts in the window", ki, rate, parFull, countIn(k.starts, s.now, k.limits.Period))
-			}
-			want := retryModel(k.starts, s.now, k.limits.Rate, k.limits.Period)
-			if got := d.RetryAt.Sub(base); got != time.Duration(want)*time.Millisecond {
-				s.fatalf("key %d: retry at %v, the model says %dms (starts %v)", ki, got, want, k.starts)
-			}
-			if !k.wakes[want] {
-				k.wakes[want] = true
-				s.push(want, -1, evWake, ki)
-			}
-		case s.ceiling:
-			if parFull || rateFull || !ceilingFull || !d.RetryAt.IsZero() {
-				s.fatalf("key %d: blocked by %s with %d in the project, key full %v/%v", ki, s.ceiling, s.inFlight, parFull, rateFull)
-			}
-		default:
-			s.fatalf("key %d: blocked by %v", ki, d.BlockedBy)
-		}
-		return false
-	}
-	if parFull || rateFull || ceilingFull {
-		s.fatalf("key %d: admitted with parallelism full %v, rate full %v, ceiling full %v", ki, parFull, rateFull, ceilingFull)
-	}
-	id := k.waitlist[0]
-	k.waitlist = k.waitlist[1:]
-	k.started = append(k.started, id)
-	k.starts = append(k.starts, s.now)
-	k.inFlight++
-	k.maxInFlight = max(k.maxInFlight, k.inFlight)
-	s.inFlight++
-	dl := s.deliveries[id]
-	dl.started = true
-	s.push(s.now+dl.service, dl.finTie, evFinish, id)
-
-	if k.limits.Parallelism > 0 && k.inFlight > k.limits.Parallelism {
-		s.fatalf("key %d: %d in flight over parallelism %d", ki, k.inFlight, k.limits.Parallelism)
-	}
-	if k.limits.Rate > 0 && countIn(k.starts, s.now, k.limits.Period) > k.limits.Rate {
-		s.fatalf("key %d: over rate %d per %v at the start", ki, k.limits.Rate, k.limits.Period)
-	}
-	if s.ceilingMax > 0 && s.inFlight > s.ceilingMax {
-		s.fatalf("%d in the project over the ceiling %d", s.inFlight, s.ceilingMax)
-	}
-	return true
-}
-
-// checkState compares flowctl's state with the model after every event.
-func (s *sim) checkState() {
-	if s.ceiling.InFlight != s.inFlight {
-		s.fatalf("ceiling holds %d, the model %d", s.ceiling.InFlight, s.inFlight)
-	}
-	if s.ceilingMax > 0 && s.inFlight > s.ceilingMax {
-		s.fatalf("%d in the project over the ceiling %d", s.inFlight, s.ceilingMax)
-	}
-	for ki, k := range s.keys {
-		if k.key.InFlight != k.inFlight {
-			s.fatalf("key %d holds %d slots, the model %d", ki, k.key.InFlight, k.inFlight)
-		}
-		if k.limits.Parallelism > 0 && k.inFlight > k.limits.Parallelism {
-			s.fatalf("key %d: %d in flight over parallelism %d", ki, k.inFlight, k.limits.Parallelism)
-		}
-		if asking := len(k.waitlist) + k.inFlight; k.key.Asking() != asking {
-			s.fatalf("key %d: %d asking, the model %d", ki, k.key.Asking(), asking)
-		}
-		want := k.limits
-		if want.Rate == 0 {
-			want.Period = flowctl.DefaultPeriod // a period without a rate is not in force
-		}
-		if k.key.Asking() > 0 && k.key.Effective() != want {
-			s.fatalf("key %d: effective %+v, asked %+v", ki, k.key.Effective(), k.limits)
-		}
-		if len(k.waitlist) > 0 && len(s.queue) == 0 {
-			s.fatalf("key %d: %d waiting and nothing left to wake them", ki, len(k.waitlist))
-		}
-	}
-}
-
-func (s *sim) checkEnd() {
-	for id, d := range s.deliveries {
-		if !d.started || !d.done {
-			s.fatalf("delivery %d: started %v, done %v", id, d.started, d.done)
-		}
-	}
-	for ki, k := range s.keys {
-		if !slices.Equal(k.started, k.arrived) {
-			s.fatalf("key %d: started %v, arrived %v", ki, k.started, k.arrived)
-		}
-		if k.key.InFlight != 0 || k.key.Asking() != 0 {
-			s.fatalf("key %d: %d in flight, %d asking at the end", ki, k.key.InFlight, k.key.Asking())
-		}
-		// Every window of length period holds at most rate starts: the fullest window
-		// ends at a start, so try every pair.
-		if r := k.limits.Rate; r > 0 {
-			p := k.limits.Period.Milliseconds()
-			for j, sj := range k.starts {
-				n := 0
-				for _, si := range k.starts[:j+1] {
-					if si > sj-p {
-						n++
-					}
-				}
-				// Starts at the same instant as sj but after it in the log count too.
-				for _, si := range k.starts[j+1:] {
-					if si == sj {
-						n++
-					}
-				}
-				if n > r {
-					s.fatalf("key %d: %d starts in (%d, %d], rate %d per %v: %v", ki, n, sj-p, sj, r, k.limits.Period, k.starts)
-				}
-			}
-		}
-		// The key keeps its window while a start in it may still count, and no longer.
-		if len(k.starts) > 0 {
-			last := k.starts[len(k.starts)-1]
-			end := max(s.now, last)
-			recent := k.limits.Rate > 0 && end < last+k.limits.Period.Milliseconds()
-			if k.key.Paused {
-				s.fatalf("key %d still paused", ki)
-			}
-			if got := k.key.Idle(clock(end)); got == recent {
-				s.fatalf("key %d idle %v at %d, last start %d", ki, got, end, last)
-			}
-			if !k.key.Idle(clock(last + k.limits.Period.Milliseconds())) {
-				s.fatalf("key %d not idle once its window has emptied", ki)
-			}
-		}
-	}
-}
-
-func genLimits(t *rapid.T, i int) flowctl.Limits {
-	return rapid.Custom(func(t *rapid.T) flowctl.Limits {
-		return flowctl.Limits{
-			Parallelism: rapid.IntRange(0, 4).Draw(t, "parallelism"),
-			Rate:        rapid.IntRange(0, 5).Draw(t, "rate"),
-			Period:      time.Duration(rapid.IntRange(1, 5).Draw(t, "period")) * time.Second,
-		}
-	}).Filter(func(l flowctl.Limits) bool { return l.Parallelism > 0 || l.Rate > 0 }).Draw(t, fmt.Sprintf("key%d", i))
-}
-
-func newSim(t *rapid.T) *sim {
-	s := &sim{t: t}
-	nKeys := rapid.IntRange(1, 5).Draw(t, "keys")
-	// The time unit: whole seconds make starts land exactly on window edges.
-	unit := rapid.SampledFrom([]int64{1, 250, 1000}).Draw(t, "unit")
-	for i := range nKeys {
-		k := &simKey{limits: genLimits(t, i), key: flowctl.NewKey(fmt.Sprintf("k%d", i)), wakes: map[int64]bool{}}
-		// Some keys are paused for a while; a paused key keeps its waitlist.
-		if rapid.IntRange(0, 3).Draw(t, "pauses") == 0 {
-			from := unit * int64(rapid.IntRange(0, 40).Draw(t, "pauseFrom"))
-			until := from + unit*int64(rapid.IntRange(1, 20).Draw(t, "pauseFor"))
-			s.push(from, -2, evPause, i)
-			s.push(until, -2, evResume, i)
-		}
-		s.keys = append(s.keys, k)
-	}
-	s.ceilingMax = rapid.IntRange(0, 6).Draw(t, "ceiling")
-	s.ceiling = &flowctl.Ceiling{Scope: "p", Limit: s.ceilingMax}
-	n := rapid.IntRange(1, 60).Draw(t, "deliveries")
-	for id := range n {
-		d := &simDelivery{
-			key:     rapid.IntRange(0, nKeys-1).Draw(t, "key"),
-			arrive:  unit * int64(rapid.IntRange(0, 40).Draw(t, "arrive")),
-			service: unit * int64(rapid.IntRange(0, 12).Draw(t, "service")),
-			arrTie:  rapid.IntRange(0, 3).Draw(t, "arriveTie"),
-			finTie:  rapid.IntRange(0, 3).Draw(t, "finishTie"),
-		}
-		s.deliveries = append(s.deliveries, d)
-		s.push(d.arrive, d.arrTie, evArrive, id)
-	}
-	return s
-}
-
-func TestPropertyDispatcher(t *testing.T) {
-	t.Parallel()
-	rapid.Check(t, func(t *rapid.T) { newSim(t).run() })
 }
 
 // The window against a full log, with the rate changing between admissions and the
@@ -497,6 +147,68 @@ func TestPropertyEffective(t *testing.T) {
 			}
 			if k.Asking() != len(asked) {
 				t.Fatalf("asking %d, want %d", k.Asking(), len(asked))
+			}
+		}
+	})
+}
+
+// Admit is two-phase: a blocked admission takes nothing from any constraint, an admitted
+// one takes from every one, and the blocker is the first constraint that is full.
+func TestPropertyAdmitAllOrNothing(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		k := flowctl.NewKey("k")
+		l := flowctl.Limits{
+			Parallelism: rapid.IntRange(0, 3).Draw(t, "parallelism"),
+			Rate:        rapid.IntRange(0, 3).Draw(t, "rate"),
+			Period:      time.Duration(rapid.IntRange(1, 3).Draw(t, "period")) * time.Second,
+		}
+		k.Ask(l)
+		c := &flowctl.Ceiling{Scope: "p", Limit: rapid.IntRange(0, 4).Draw(t, "ceiling")}
+		par, rate := flowctl.Parallelism{K: k}, flowctl.Rate{K: k}
+		now := int64(0)
+		for range rapid.IntRange(1, 60).Draw(t, "ops") {
+			now += 250 * int64(rapid.IntRange(0, 4).Draw(t, "advance"))
+			if k.InFlight > 0 && rapid.Bool().Draw(t, "release") {
+				flowctl.Release(par, rate, c)
+				continue
+			}
+			starts, inFlight, ceil := k.Window.Starts(), k.InFlight, c.InFlight
+			d := flowctl.Admit(clock(now), par, rate, c)
+			parFull := l.Parallelism > 0 && inFlight >= l.Parallelism
+			inWindow := 0
+			for _, st := range starts {
+				if st > clock(now).Add(-l.Period).UnixNano() && st <= clock(now).UnixNano() {
+					inWindow++
+				}
+			}
+			rateFull := l.Rate > 0 && inWindow >= l.Rate
+			ceilFull := c.Limit > 0 && ceil >= c.Limit
+			if d.Admitted {
+				if parFull || rateFull || ceilFull {
+					t.Fatalf("t=%d: admitted with parallelism full %v, rate full %v, ceiling full %v", now, parFull, rateFull, ceilFull)
+				}
+				if k.InFlight != inFlight+1 || c.InFlight != ceil+1 || (l.Rate > 0 && len(k.Window.Starts()) == 0) {
+					t.Fatalf("t=%d: an admission did not take every constraint", now)
+				}
+				continue
+			}
+			if !slices.Equal(starts, k.Window.Starts()) || k.InFlight != inFlight || c.InFlight != ceil {
+				t.Fatalf("t=%d: a blocked admission spent something", now)
+			}
+			var want flowctl.Constraint
+			switch {
+			case parFull:
+				want = par
+			case rateFull:
+				want = rate
+			case ceilFull:
+				want = c
+			default:
+				t.Fatalf("t=%d: blocked by %v with nothing full", now, d.BlockedBy)
+			}
+			if d.BlockedBy != want {
+				t.Fatalf("t=%d: blocked by %v, want %v", now, d.BlockedBy, want)
 			}
 		}
 	})

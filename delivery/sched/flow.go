@@ -238,6 +238,12 @@ func (s *Scheduler) releaseFlow(st Start, now time.Time, starts *[]Start) {
 		if q.id.key != "" {
 			q.key.Unask(st.Entry.Limits)
 		}
+		// The waitlist of deliveries without a key holds no slot of its own, so it may
+		// have been dropped as idle and made anew while this one was in flight: the
+		// release pumps the live one.
+		if live := s.flow.queues[q.id]; live != nil {
+			q = live
+		}
 		if c := s.ceiling(q.id.project); c.Limit > 0 {
 			// The freed ceiling slot is shared: q takes its turn behind the keys that
 			// were already waiting for one, so a busy key cannot starve the others.
@@ -256,6 +262,9 @@ func (s *Scheduler) releaseFlow(st Start, now time.Time, starts *[]Start) {
 
 // evictIfIdle drops a waitlist that holds nothing, so memory follows the active keys.
 func (s *Scheduler) evictIfIdle(q *flowQueue, now time.Time) {
+	if s.flow.queues[q.id] != q {
+		return // already dropped (a stale pointer from an admission): the map's is another
+	}
 	if q.waiting.Len() == 0 && q.ring == "" && q.timerAt == 0 && q.key.Idle(now) {
 		delete(s.flow.queues, q.id)
 	}

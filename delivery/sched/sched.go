@@ -164,8 +164,13 @@ func (s *Scheduler) Add(entries ...storage.DueEntry) {
 	for s.ready.Len() > s.cfg.BufferSize {
 		evicted, _ := s.ready.DeleteMax()
 		s.uncarry(evicted)
+		// The watermark only goes down here: ready may hold entries above it (backed
+		// off, unparked), and raising it would skip entries that are only in storage.
 		highest, _ := s.ready.Max()
-		s.complete, s.watermark = false, highest.Key()
+		if k := highest.Key(); s.complete || bytes.Compare(k, s.watermark) < 0 {
+			s.watermark = k
+		}
+		s.complete = false
 	}
 }
 
@@ -362,8 +367,11 @@ func (s *Scheduler) Forget(e storage.DueEntry, now time.Time) {
 			if old, found := g.unpark(e.MessageID); found {
 				s.uncarry(old)
 			}
+			delete(g.holders, e.MessageID)
+			// Unpark even when e held no slot: it may have been unparked into ready to
+			// take a freed one. Entries unparked beyond the free slots park again.
+			s.unpark(g)
 		}
-		s.releaseQueueSlot(e.Project, e.Queue, e.MessageID)
 	}
 }
 
