@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// modulePath is the module's import path.
+const modulePath = "github.com/duraton/duraton"
+
+// allowedImports is DESIGN.md's "Who may import whom" for every package of the module:
+// the module packages each may import directly. Sub-packages of a folder belong to it
+// (delivery/sched is delivery's), test-support packages (storagetest, servertest) may
+// import what they wire together, and no production package imports them.
+var allowedImports = map[string][]string{
+	"flowctl":             {},
+	"storage":             {"flowctl"},
+	"storage/storagetest": {"storage"},
+	"delivery/sched":      {"storage", "flowctl"},
+	"delivery/netguard":   {},
+	"delivery/retrydelay": {},
+	"delivery":            {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/retrydelay"},
+	"server":              {"delivery", "delivery/retrydelay", "delivery/netguard", "flowctl", "sdk/wire"},
+	"server/servertest":   {"server", "delivery", "delivery/netguard", "storage"},
+	"sdk/wire":            {},
+	"sdk":                 {"sdk/wire"},
+	"cmd/duraton":         {"*"},
+}
+
+// testSupport are the packages only tests (and cmd's benchmarks) may import.
+var testSupport = []string{"storage/storagetest", "server/servertest"}
+
+// TestImportRules fails when a package imports a module package DESIGN.md does not allow
+// it, or when a package appears that the table does not know.
+func TestImportRules(t *testing.T) {
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not available:", err)
+	}
+	out, err := exec.Command(goTool, "list", "-json=ImportPath,Imports", modulePath+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkg := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, modulePath), "/")
+		allowed, known := allowedImports[pkg]
+		if !known {
+			t.Errorf("package %s is not in the import rules (cmd/duraton/layout_test.go): add it with what DESIGN.md lets it import", pkg)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, modulePath+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, modulePath+"/")
+			if slices.Contains(allowed, "*") {
+				continue
+			}
+			if !slices.Contains(allowed, dep) {
+				t.Errorf("%s imports %s: not allowed by DESIGN.md's import rules", pkg, dep)
+			}
+			if slices.Contains(testSupport, dep) && !slices.Contains(testSupport, pkg) {
+				t.Errorf("%s (production) imports the test-support package %s", pkg, dep)
+			}
+		}
+	}
+}
