@@ -77,6 +77,10 @@ type Hooks struct {
 	// Woken is called just before a delivery is sent that a slot's release started
 	// (the waitlist's head admitted on release), with the time since that release.
 	Woken func(project, flowKey string, sinceRelease time.Duration)
+	// Recorded is called after a message's attempt outcome or cancellation is durable,
+	// with the message's state then (RETRY→ERROR, DELIVERED, FAILED, CANCELLED): tests
+	// wait on it instead of polling storage.
+	Recorded func(project, messageID, state string)
 }
 
 // Validate reports the first field that is out of range, naming it. Zero means "the

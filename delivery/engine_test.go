@@ -6,10 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
@@ -31,71 +30,44 @@ const (
 	testNextKey = "sig_next_test_key"
 )
 
-// received is one request an endpoint got.
-type received struct {
-	at     time.Time
-	path   string
-	header http.Header
-	body   []byte
+// endpoint is the test kit's recording endpoint with this suite's shorthands.
+type endpoint struct{ *deliverytest.Endpoint }
+
+func newEndpoint(t *testing.T, respond deliverytest.Respond) *endpoint {
+	return &endpoint{deliverytest.NewEndpoint(t, respond)}
 }
 
-// endpoint is a loopback HTTP server that records requests and answers with respond.
-type endpoint struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	got     []received
-	respond func(r *http.Request, n int) (int, http.Header, string) // n = requests to this path so far
-	perPath map[string]int
+func (ep *endpoint) url(path string) string { return ep.URL(path) }
+
+func (ep *endpoint) requests(path string) []deliverytest.Request {
+	return ep.Requests.Matching(deliverytest.OnPath(path))
 }
 
-func newEndpoint(t *testing.T, respond func(r *http.Request, n int) (int, http.Header, string)) *endpoint {
-	ep := &endpoint{respond: respond, perPath: map[string]int{}}
-	ep.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		ep.mu.Lock()
-		ep.got = append(ep.got, received{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: body})
-		n := ep.perPath[r.URL.Path]
-		ep.perPath[r.URL.Path]++
-		ep.mu.Unlock()
-		status, h, b := http.StatusOK, http.Header(nil), "ok"
-		if ep.respond != nil {
-			status, h, b = ep.respond(r, n)
-		}
-		for k, v := range h {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(status)
-		io.WriteString(w, b)
-	}))
-	t.Cleanup(ep.srv.Close)
-	return ep
-}
-
-func (ep *endpoint) url(path string) string { return ep.srv.URL + path }
-
-func (ep *endpoint) requests(path string) []received {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	var out []received
-	for _, r := range ep.got {
-		if r.path == path {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// waitRequests polls until path got n requests, failing after a deadline.
-func (ep *endpoint) waitRequests(t *testing.T, path string, n int) []received {
+// waitRequests waits until path got n requests.
+func (ep *endpoint) waitRequests(t *testing.T, path string, n int) []deliverytest.Request {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(ep.requests(path)) >= n }, 10*time.Second, 5*time.Millisecond, "waiting for %d requests to %s", n, path)
-	return ep.requests(path)
+	return ep.Requests.Wait(t, waitTimeout, n, deliverytest.OnPath(path))
 }
+
+// waitTimeout bounds every wait for an asynchronous effect.
+const waitTimeout = 10 * time.Second
+
+// recorded is an outcome or cancellation the engine made durable (Hooks.Recorded).
+type recorded struct{ project, messageID, state string }
 
 type testBundle struct {
-	store  *storage.Store
-	engine *Engine
-	path   string
+	store    *storage.Store
+	engine   *Engine
+	path     string
+	recorded *deliverytest.Signal[recorded] // outcomes made durable, in order
+}
+
+// waitRecorded waits until message id's outcome has been recorded in state (any state
+// when state is ""), and returns the events of that message so far.
+func (b *testBundle) waitRecorded(t *testing.T, id, state string) []recorded {
+	t.Helper()
+	b.recorded.Wait(t, waitTimeout, 1, func(r recorded) bool { return r.messageID == id && (state == "" || r.state == state) })
+	return b.recorded.Matching(func(r recorded) bool { return r.messageID == id })
 }
 
 func setup(t *testing.T, cfg Config) *testBundle {
@@ -105,7 +77,8 @@ func setup(t *testing.T, cfg Config) *testBundle {
 	require.NoError(t, err)
 	_, err = EnsureProject(t.Context(), store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "tokenhash")
 	require.NoError(t, err)
-	b := &testBundle{store: store, path: path}
+	b := &testBundle{store: store, path: path, recorded: &deliverytest.Signal[recorded]{}}
+	cfg.Hooks.Recorded = b.signal
 	b.engine = startEngine(t, store, cfg)
 	t.Cleanup(func() { b.engine.Stop(); store.Close() })
 	return b
@@ -131,6 +104,10 @@ func startEngine(t *testing.T, store Store, cfg Config) *Engine {
 	return e
 }
 
+func (b *testBundle) signal(project, messageID, state string) {
+	b.recorded.Emit(recorded{project, messageID, state})
+}
+
 func (b *testBundle) publish(t *testing.T, m *Message) string {
 	t.Helper()
 	if m.Project == "" {
@@ -152,18 +129,17 @@ func TestDeliverySignsAndForwards(t *testing.T) {
 		Header: map[string][]string{"X-Custom": {"v"}, "Content-Type": {"application/json"}}})
 
 	got := ep.waitRequests(t, "/hook", 1)[0]
-	require.Equal(t, `{"a":1}`, string(got.body))
-	require.Equal(t, "v", got.header.Get("X-Custom"))
-	require.Equal(t, "application/json", got.header.Get("Content-Type"))
-	require.Equal(t, id, got.header.Get(wire.HeaderMessageID))
-	require.Equal(t, "0", got.header.Get(wire.HeaderRetried))
+	require.Equal(t, `{"a":1}`, string(got.Body))
+	require.Equal(t, "v", got.Header.Get("X-Custom"))
+	require.Equal(t, "application/json", got.Header.Get("Content-Type"))
+	require.Equal(t, id, got.Header.Get(wire.HeaderMessageID))
+	require.Equal(t, "0", got.Header.Get(wire.HeaderRetried))
 	v := wire.Verifier{CurrentKey: testKey, NextKey: testNextKey}
-	require.NoError(t, v.Verify(got.header.Get(wire.HeaderSignature), got.body, ep.url("/hook?x=1"), time.Now()))
+	require.NoError(t, v.Verify(got.Header.Get(wire.HeaderSignature), got.Body, ep.url("/hook?x=1"), time.Now()))
 
-	require.Eventually(t, func() bool {
-		_, err := b.engine.Message(t.Context(), testProject, id)
-		return err != nil
-	}, 5*time.Second, 5*time.Millisecond, "a delivered message leaves the pending set")
+	b.waitRecorded(t, id, StateDelivered)
+	_, err := b.engine.Message(t.Context(), testProject, id)
+	require.ErrorIs(t, err, ErrNotFound, "a delivered message leaves the pending set")
 	events, _, err := b.engine.Logs(t.Context(), testProject, "", 10, func(ev *LogEvent) bool { return ev.MessageID == id })
 	require.NoError(t, err)
 	require.Len(t, events, 2)
@@ -184,12 +160,12 @@ func TestRetriesThenDeadLetterAndFailureCallback(t *testing.T) {
 
 	attempts := ep.waitRequests(t, "/fail", 3)
 	for i, a := range attempts[:3] {
-		require.Equal(t, strconv.Itoa(i), a.header.Get(wire.HeaderRetried))
+		require.Equal(t, strconv.Itoa(i), a.Header.Get(wire.HeaderRetried))
 	}
 	fc := ep.waitRequests(t, "/failed", 1)[0]
-	require.Equal(t, "1", fc.header.Get("X-F"))
+	require.Equal(t, "1", fc.Header.Get("X-F"))
 	var body callbackPayload
-	require.NoError(t, json.Unmarshal(fc.body, &body))
+	require.NoError(t, json.Unmarshal(fc.Body, &body))
 	require.Equal(t, 500, body.Status)
 	require.Equal(t, 2, body.Retried)
 	require.Equal(t, 2, body.MaxRetries)
@@ -211,10 +187,11 @@ func TestRetriesThenDeadLetterAndFailureCallback(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ids, 1)
 	ep.waitRequests(t, "/fail", 4)
-	require.Eventually(t, func() bool {
-		entries, _, _ := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
-		return len(entries) == 1 && entries[0].Message.ID == ids[0]
-	}, 10*time.Second, 10*time.Millisecond)
+	b.waitRecorded(t, ids[0], StateFailed)
+	entries, _, err = b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, ids[0], entries[0].Message.ID)
 }
 
 func TestNonRetryableGoesStraightToDLQ(t *testing.T) {
@@ -223,11 +200,11 @@ func TestNonRetryableGoesStraightToDLQ(t *testing.T) {
 	ep := newEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
 		return 489, http.Header{"Upstash-Nonretryable-Error": {"true"}}, `{"error":"no"}`
 	})
-	b.publish(t, &Message{URL: ep.url("/x"), Retries: 5})
-	require.Eventually(t, func() bool {
-		entries, _, _ := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
-		return len(entries) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	id := b.publish(t, &Message{URL: ep.url("/x"), Retries: 5})
+	b.waitRecorded(t, id, StateFailed)
+	entries, _, err := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
 	require.Len(t, ep.requests("/x"), 1)
 }
 
@@ -244,8 +221,8 @@ func TestCallbackAfterEveryAttempt(t *testing.T) {
 		Callback: &CallbackSpec{URL: ep.url("/cb"), Method: "POST", Retries: 3}})
 	cbs := ep.waitRequests(t, "/cb", 2)
 	var first, second callbackPayload
-	require.NoError(t, json.Unmarshal(cbs[0].body, &first))
-	require.NoError(t, json.Unmarshal(cbs[1].body, &second))
+	require.NoError(t, json.Unmarshal(cbs[0].Body, &first))
+	require.NoError(t, json.Unmarshal(cbs[1].Body, &second))
 	if first.Retried > second.Retried {
 		first, second = second, first
 	}
@@ -258,7 +235,7 @@ func TestCallbackAfterEveryAttempt(t *testing.T) {
 	require.Equal(t, base64.StdEncoding.EncodeToString([]byte("done")), second.Body)
 	require.Equal(t, id, second.SourceMessageID)
 	v := wire.Verifier{CurrentKey: testKey, NextKey: testNextKey}
-	require.NoError(t, v.Verify(cbs[1].header.Get(wire.HeaderSignature), cbs[1].body, ep.url("/cb"), time.Now()))
+	require.NoError(t, v.Verify(cbs[1].Header.Get(wire.HeaderSignature), cbs[1].Body, ep.url("/cb"), time.Now()))
 }
 
 func TestQueueParallelismAndPause(t *testing.T) {
@@ -284,10 +261,10 @@ func TestQueueParallelismAndPause(t *testing.T) {
 	}
 	qs, err := b.engine.Queues(t.Context(), testProject, "jobs")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	deliverytest.Eventually(t, waitTimeout, "a paused queue holds its messages", func() bool {
 		qs, _ = b.engine.Queues(t.Context(), testProject, "jobs")
 		return qs[0].Lag == 6
-	}, 5*time.Second, 5*time.Millisecond, "a paused queue holds its messages")
+	})
 	require.Empty(t, ep.requests("/q"))
 
 	require.NoError(t, b.engine.SetQueuePaused(t.Context(), testProject, "jobs", false))
@@ -297,7 +274,7 @@ func TestQueueParallelismAndPause(t *testing.T) {
 	require.LessOrEqual(t, maxInFlight.Load(), int32(2))
 	var order []string
 	for _, r := range got {
-		order = append(order, string(r.body))
+		order = append(order, string(r.Body))
 	}
 	require.ElementsMatch(t, []string{"0", "1", "2", "3", "4", "5"}, order)
 }
@@ -316,7 +293,7 @@ func TestEnqueueCreatesQueueAndWaitsForRetries(t *testing.T) {
 	got := ep.waitRequests(t, "/q", 3)
 	var order []string
 	for _, r := range got {
-		order = append(order, r.header.Get("X-Name")+"/"+r.header.Get(wire.HeaderRetried))
+		order = append(order, r.Header.Get("X-Name")+"/"+r.Header.Get(wire.HeaderRetried))
 	}
 	require.Equal(t, []string{"first/0", "first/1", "second/0"}, order, "the next message waits for the retries of the current one")
 	qs, err := b.engine.Queues(t.Context(), testProject, "fresh")
@@ -339,15 +316,15 @@ func TestCancelFreesQueueSlot(t *testing.T) {
 	stuck := b.publish(t, &Message{URL: ep.url("/q"), Queue: "one", Retries: 5, RetryDelay: "3600000", Header: map[string][]string{"X-Name": {"stuck"}}})
 	ep.waitRequests(t, "/q", 1)
 	b.publish(t, &Message{URL: ep.url("/q"), Queue: "one", Header: map[string][]string{"X-Name": {"next"}}})
-	require.Eventually(t, func() bool {
-		qs, _ := b.engine.Queues(t.Context(), testProject, "one")
-		return qs[0].Lag == 2
-	}, 5*time.Second, 5*time.Millisecond, "the retrying message holds the only slot")
+	deliverytest.Eventually(t, waitTimeout, "the retrying message holds the only slot", func() bool {
+		qs, err := b.engine.Queues(t.Context(), testProject, "one")
+		return err == nil && qs[0].Lag == 2
+	})
 	n, err := b.engine.Cancel(t.Context(), testProject, []string{stuck}, nil, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	got := ep.waitRequests(t, "/q", 2)
-	require.Equal(t, "next", got[1].header.Get("X-Name"))
+	require.Equal(t, "next", got[1].Header.Get("X-Name"))
 }
 
 func TestDeduplication(t *testing.T) {
@@ -404,7 +381,7 @@ func TestBufferPagesInEverything(t *testing.T) {
 	got := ep.waitRequests(t, "/p", 60)
 	seen := map[string]bool{}
 	for _, r := range got {
-		seen[string(r.body)] = true
+		seen[string(r.Body)] = true
 	}
 	require.Len(t, seen, 60)
 }
@@ -439,7 +416,7 @@ func TestInFlightAttemptIsRedeliveredAfterRestart(t *testing.T) {
 	second := startEngine(t, store, Config{})
 	defer second.Stop()
 	got := ep.waitRequests(t, "/slow", 2)
-	require.Equal(t, "0", got[1].header.Get(wire.HeaderRetried), "redelivery after restart spends no retry")
+	require.Equal(t, "0", got[1].Header.Get(wire.HeaderRetried), "redelivery after restart spends no retry")
 }
 
 func TestQueueCountIsLimited(t *testing.T) {

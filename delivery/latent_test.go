@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/storagetest"
@@ -26,9 +27,10 @@ func setupWrapped[S Store](t *testing.T, cfg Config, wrap func(*storage.Store) S
 	_, err = EnsureProject(t.Context(), store, Project{ID: testProject, CurrentSigningKey: testKey, NextSigningKey: testNextKey}, "tokenhash")
 	require.NoError(t, err)
 	wrapped := wrap(store)
-	e := startEngine(t, wrapped, cfg)
-	b := &testBundle{store: store, engine: e}
-	t.Cleanup(func() { e.Stop(); store.Close() })
+	b := &testBundle{store: store, recorded: &deliverytest.Signal[recorded]{}}
+	cfg.Hooks.Recorded = b.signal
+	b.engine = startEngine(t, wrapped, cfg)
+	t.Cleanup(func() { b.engine.Stop(); store.Close() })
 	return b, wrapped
 }
 
@@ -51,8 +53,9 @@ func TestLatentRecordRunTwiceFollowUpOnce(t *testing.T) {
 	ep := newEndpoint(t, nil)
 	id := b.publish(t, &Message{URL: ep.url("/m"), Body: []byte("x"), Callback: &CallbackSpec{URL: ep.url("/cb"), Method: "POST"}})
 	ep.waitRequests(t, "/cb", 1)
-	require.Eventually(t, func() bool { return !b.pending(t, id) && carriedBytes(b.engine) == 0 }, 10*time.Second, 5*time.Millisecond,
-		"carried bytes still accounted: %d", carriedBytes(b.engine))
+	b.recorded.Wait(t, waitTimeout, 2, func(r recorded) bool { return r.state == StateDelivered }) // the message and its callback
+	require.False(t, b.pending(t, id))
+	require.Zero(t, carriedBytes(b.engine), "carried bytes still accounted")
 	require.Len(t, ep.requests("/cb"), 1)
 }
 
@@ -64,7 +67,7 @@ func TestLatentRecordFailureIsRetried(t *testing.T) {
 	ep := newEndpoint(t, nil)
 	faults.FailUpdates(storagetest.Nth(2)) // 1: the publish, 2: the outcome
 	id := b.publish(t, &Message{URL: ep.url("/m"), Body: []byte("x")})
-	require.Eventually(t, func() bool { return !b.pending(t, id) }, 10*time.Second, 5*time.Millisecond, "outcome never recorded")
+	b.waitRecorded(t, id, StateDelivered)
 	require.LessOrEqual(t, len(ep.requests("/m")), 2)
 	logs, _, err := b.engine.Logs(t.Context(), testProject, "", 10, func(ev *LogEvent) bool { return ev.MessageID == id && ev.State == StateDelivered })
 	require.NoError(t, err)
@@ -105,12 +108,14 @@ func TestLatentQueueReadErrorKeepsLimit(t *testing.T) {
 	faults.FailViews(func(n int) bool { return n <= 3 })
 	a := b.publish(t, &Message{URL: ep.url("/m"), Body: []byte("a"), Queue: "q"})
 	c := b.publish(t, &Message{URL: ep.url("/m"), Body: []byte("b"), Queue: "q"})
-	require.Eventually(t, func() bool {
+	ep.waitRequests(t, "/m", 1)
+	deliverytest.Eventually(t, waitTimeout, "both messages under the queue's limit", func() bool {
 		qs, err := b.engine.Queues(t.Context(), testProject, "q")
 		return err == nil && qs[0].Lag == 2 && len(ep.requests("/m")) == 1
-	}, 10*time.Second, 5*time.Millisecond, "both messages must be under the queue's limit")
+	})
 	closeOnce(release)
-	require.Eventually(t, func() bool { return !b.pending(t, a) && !b.pending(t, c) }, 10*time.Second, 5*time.Millisecond)
+	b.waitRecorded(t, a, StateDelivered)
+	b.waitRecorded(t, c, StateDelivered)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 1, most, "queue parallelism 1 exceeded")
@@ -177,7 +182,7 @@ func TestLatentRateStartDurableBeforeSend(t *testing.T) {
 	b, faults := setupWrapped(t, Config{}, faulty)
 	faults.FailUpdates(storagetest.Nth(2)) // 1: the publish, 2: the rate start
 	id := b.publish(t, &Message{URL: ep.url("/m"), Body: []byte("x"), FlowControl: &flowctl.Config{Key: "k", Rate: 10, Period: time.Second}})
-	require.Eventually(t, func() bool { return !b.pending(t, id) }, 10*time.Second, 5*time.Millisecond)
+	b.waitRecorded(t, id, StateDelivered)
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, durable)

@@ -81,6 +81,11 @@ func (e *Engine) Cancel(ctx context.Context, project string, ids []string, keep 
 		return 0, err
 	}
 	e.disp.apply(res.fx)
+	if h := e.cfg.Hooks.Recorded; h != nil {
+		for _, d := range res.fx.forget {
+			h(project, d.MessageID, storage.StateCancelled)
+		}
+	}
 	return res.cancelled, nil
 }
 

@@ -87,7 +87,7 @@ func (e *Engine) callbackOf(m *Message, out Outcome, now time.Time) *Message {
 // cancelled or moved on meanwhile, nothing is written (ErrConflict).
 func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error) {
 	plan := e.planOutcome(m, out, now)
-	return update(context.Background(), e.store, func(tx *storage.Tx) (effects, error) {
+	fx, err := update(context.Background(), e.store, func(tx *storage.Tx) (effects, error) {
 		var fx effects
 		// The due key names the message and its due time, and every state change moves
 		// or removes it: its presence is the compare-and-set.
@@ -156,6 +156,10 @@ func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error)
 		}
 		return fx, nil
 	})
+	if err == nil && e.cfg.Hooks.Recorded != nil {
+		e.cfg.Hooks.Recorded(m.Project, m.ID, plan.log.State)
+	}
+	return fx, err
 }
 
 func (e *Engine) retryDelay(m *storage.Message) time.Duration {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -59,13 +60,13 @@ func TestWorkflowHistoryPrefixAndRunConfig(t *testing.T) {
 	b.trigger(t, url, "wfr_a", `{"n":1}`, &Message{Retries: 1, Labels: []string{"l1"}})
 
 	first := ep.waitRequests(t, "/wf", 1)[0]
-	h := historyOf(t, first.body)
+	h := historyOf(t, first.Body)
 	require.Len(t, h, 1)
 	require.Equal(t, b64(`{"n":1}`), h[0]["body"])
-	require.Equal(t, "wfr_a", first.header.Get("Upstash-Workflow-Runid"))
-	require.Equal(t, "l1", first.header.Get("Upstash-Label"))
-	require.Equal(t, "u", first.header.Get("X-User"))
-	require.NotEmpty(t, first.header.Get("Upstash-Workflow-Createdat"))
+	require.Equal(t, "wfr_a", first.Header.Get("Upstash-Workflow-Runid"))
+	require.Equal(t, "l1", first.Header.Get("Upstash-Label"))
+	require.Equal(t, "u", first.Header.Get("X-User"))
+	require.NotEmpty(t, first.Header.Get("Upstash-Workflow-Createdat"))
 
 	// Two steps published before either is delivered: each delivery ends with its own entry.
 	b.step(t, url, "wfr_a", `{"stepId":1,"stepName":"s1","stepType":"Run","out":"1","concurrent":1}`)
@@ -75,10 +76,10 @@ func TestWorkflowHistoryPrefixAndRunConfig(t *testing.T) {
 	got := ep.waitRequests(t, "/wf", 3)
 	lens := map[int]bool{}
 	for _, r := range got[1:] {
-		h := historyOf(t, r.body)
+		h := historyOf(t, r.Body)
 		lens[len(h)] = true
-		require.Equal(t, "u", r.header.Get("X-User"), "the trigger's user headers reach every delivery")
-		require.Equal(t, "l1", r.header.Get("Upstash-Label"))
+		require.Equal(t, "u", r.Header.Get("X-User"), "the trigger's user headers reach every delivery")
+		require.Equal(t, "l1", r.Header.Get("Upstash-Label"))
 	}
 	require.Equal(t, map[int]bool{2: true, 3: true}, lens)
 
@@ -107,10 +108,10 @@ func TestWorkflowNonWorkflowDestinationFailsTheRun(t *testing.T) {
 	b := setup(t, Config{})
 	ep := newEndpoint(t, nil) // answers 200 without the protocol header
 	b.trigger(t, ep.url("/plain"), "wfr_plain", `{}`, nil)
-	require.Eventually(t, func() bool {
+	deliverytest.Eventually(t, waitTimeout, "run wfr_plain failed", func() bool {
 		run, err := b.engine.Run(t.Context(), testProject, "wfr_plain")
 		return err == nil && run.State == RunFailed
-	}, 10*time.Second, 5*time.Millisecond)
+	})
 	entries, _, err := b.engine.DLQ(t.Context(), testProject, "", 10, func(*DLQEntry) bool { return true })
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
@@ -131,17 +132,17 @@ func TestWorkflowFailureCallbackCarriesRunAndInitialPayload(t *testing.T) {
 			Header: map[string][]string{"Upstash-Workflow-Is-Failure": {"true"}}}})
 	fc := ep.waitRequests(t, "/failure", 1)[0]
 	var body callbackPayload
-	require.NoError(t, json.Unmarshal(fc.body, &body))
+	require.NoError(t, json.Unmarshal(fc.Body, &body))
 	require.Equal(t, "wfr_f", body.WorkflowRunID)
 	require.NotZero(t, body.WorkflowCreatedAt)
 	require.Equal(t, b64(`{"initial":true}`), body.SourceBody, "sourceBody is the run's initial payload")
 	require.Equal(t, 500, body.Status)
-	require.Equal(t, "wfr_f", fc.header.Get("Upstash-Workflow-Runid"))
-	require.Equal(t, "true", fc.header.Get("Upstash-Workflow-Is-Failure"))
-	require.Eventually(t, func() bool {
+	require.Equal(t, "wfr_f", fc.Header.Get("Upstash-Workflow-Runid"))
+	require.Equal(t, "true", fc.Header.Get("Upstash-Workflow-Is-Failure"))
+	deliverytest.Eventually(t, waitTimeout, "run wfr_f failed with its failure function done", func() bool {
 		run, err := b.engine.Run(t.Context(), testProject, "wfr_f")
 		return err == nil && run.State == RunFailed && run.FailureState == callbackSuccess
-	}, 10*time.Second, 5*time.Millisecond)
+	})
 }
 
 func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
@@ -165,7 +166,7 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	got := ep.waitRequests(t, "/wf", 2)[1]
-	h := historyOf(t, got.body)
+	h := historyOf(t, got.Body)
 	var step map[string]any
 	raw, _ := base64.StdEncoding.DecodeString(h[len(h)-1]["body"])
 	require.NoError(t, json.Unmarshal(raw, &step))
@@ -180,7 +181,7 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 		Step: []byte(`{"stepId":2,"stepName":"w2","stepType":"Wait","concurrent":1}`), Resume: &resume2, OnTimeout: &resume2}
 	require.NoError(t, b.engine.Wait(t.Context(), wait2))
 	got = ep.waitRequests(t, "/wf", 3)[2]
-	h = historyOf(t, got.body)
+	h = historyOf(t, got.Body)
 	raw, _ = base64.StdEncoding.DecodeString(h[len(h)-1]["body"])
 	step = map[string]any{}
 	require.NoError(t, json.Unmarshal(raw, &step))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/sdk"
 	"github.com/duraton/duraton/server/servertest"
 )
@@ -179,7 +180,7 @@ func response(run sdk.RunLog) string {
 // eventually polls cond until it holds or waitFor passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	require.Eventually(t, cond, waitFor, pollEvery, what)
+	deliverytest.Eventually(t, waitFor, what, cond)
 }
 
 // failureRecorder is a failure function that keeps what it was told.

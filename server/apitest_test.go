@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/storagetest"
@@ -215,93 +216,37 @@ func (e *apiEnv) logs(t *testing.T, query string) logsResponse {
 	return decodeJSON[logsResponse](t, r)
 }
 
-// eventually polls cond until it holds or waitTimeout passes.
+// eventually waits, through the test kit's poller, until the API shows cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(pollEvery)
-	}
+	deliverytest.Eventually(t, waitTimeout, what, cond)
 }
 
 // --- recording endpoint ---
 
 // recorded is one request the endpoint received.
-type recorded struct {
-	Method string
-	URL    string // scheme, host and request URI as received
-	Header http.Header
-	Body   []byte
-}
+type recorded = deliverytest.Request
 
-// recorder is a destination on 127.0.0.1 that records every request. Paths under
-// /fail answer 500 with body "boom"; everything else answers 200 "ok".
-type recorder struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	reqs    []recorded
-	changed chan struct{} // closed and replaced on every new request
-}
+// recorder is the test kit's recording endpoint on 127.0.0.1. Paths under /fail answer
+// 500 with body "boom"; everything else answers 200 "ok".
+type recorder struct{ *deliverytest.Endpoint }
 
 func newRecorder(t *testing.T) *recorder {
-	r := &recorder{changed: make(chan struct{})}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	t.Cleanup(r.srv.Close)
-	return r
+	return &recorder{deliverytest.NewEndpoint(t, func(req *http.Request, _ int) (int, http.Header, string) {
+		if strings.HasPrefix(req.URL.Path, "/fail") {
+			return http.StatusInternalServerError, nil, "boom"
+		}
+		return http.StatusOK, nil, "ok"
+	})}
 }
-
-func (r *recorder) serve(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	r.mu.Lock()
-	r.reqs = append(r.reqs, recorded{Method: req.Method, URL: "http://" + req.Host + req.RequestURI, Header: req.Header.Clone(), Body: body})
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-	if strings.HasPrefix(req.URL.Path, "/fail") {
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = io.WriteString(w, "boom")
-		return
-	}
-	_, _ = io.WriteString(w, "ok")
-}
-
-// URL is the endpoint's URL for pathAndQuery (which starts with "/").
-func (r *recorder) URL(pathAndQuery string) string { return r.srv.URL + pathAndQuery }
 
 // all returns every request received so far.
-func (r *recorder) all() []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]recorded(nil), r.reqs...)
-}
+func (r *recorder) all() []recorded { return r.Requests.All() }
 
 // waitN waits until n requests match and returns them in arrival order.
 func (r *recorder) waitN(t *testing.T, n int, match func(recorded) bool) []recorded {
 	t.Helper()
-	timeout := time.NewTimer(waitTimeout)
-	defer timeout.Stop()
-	for {
-		r.mu.Lock()
-		var got []recorded
-		for _, q := range r.reqs {
-			if match(q) {
-				got = append(got, q)
-			}
-		}
-		changed := r.changed
-		r.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-changed:
-		case <-timeout.C:
-			t.Fatalf("timed out after %s: %d of %d expected deliveries arrived", waitTimeout, len(got), n)
-		}
-	}
+	return r.Requests.Wait(t, waitTimeout, n, match)
 }
 
 // waitMessage waits for the first delivery of message id.

@@ -8,12 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,13 +24,13 @@ const wfFeatureSet = "LazyFetch,InitialBody,WF_DetectTrigger,WF_TriggerOnConfig"
 // Paths under /fail answer 500.
 func newSDKEndpoint(t *testing.T) *recorder {
 	t.Helper()
-	r := &recorder{changed: make(chan struct{})}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Upstash-Workflow-Sdk-Version", "1")
-		r.serve(w, req)
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
+	sdk := http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}
+	return &recorder{deliverytest.NewEndpoint(t, func(req *http.Request, _ int) (int, http.Header, string) {
+		if strings.HasPrefix(req.URL.Path, "/fail") {
+			return http.StatusInternalServerError, sdk, "boom"
+		}
+		return http.StatusOK, sdk, "ok"
+	})}
 }
 
 // wfEntry is one /v2/batch entry with the workflow headers the SDK sends (lower-case).

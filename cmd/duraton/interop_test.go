@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/sdk"
 )
 
@@ -422,20 +423,15 @@ func interopEnv(p *proc) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-// interopPoll polls cond every 20ms until it holds, failing after interopWait with describe().
+// interopPoll waits until cond holds (the processes' APIs are polled), failing after
+// interopWait with describe().
 func interopPoll(t *testing.T, what string, cond func() bool, describe func() string) {
 	t.Helper()
-	deadline := time.Now().Add(interopWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			extra := ""
-			if describe != nil {
-				extra = ": " + describe()
-			}
-			t.Fatalf("timed out after %s waiting for %s%s", interopWait, what, extra)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if describe == nil {
+		deliverytest.Eventually(t, interopWait, what, cond)
+		return
 	}
+	deliverytest.Eventually(t, interopWait, what, cond, describe)
 }
 
 // interopWaitRun polls the run logs until runID is terminal and checks it ended as want.

@@ -13,25 +13,27 @@ const modulePath = "github.com/duraton/duraton"
 
 // allowedImports is DESIGN.md's "Who may import whom" for every package of the module:
 // the module packages each may import directly. Sub-packages of a folder belong to it
-// (delivery/sched is delivery's), test-support packages (storagetest, servertest) may
+// (delivery/sched is delivery's), test-support packages (storagetest, deliverytest,
+// servertest) may
 // import what they wire together, and no production package imports them.
 var allowedImports = map[string][]string{
-	"flowctl":             {},
-	"storage":             {"flowctl"},
-	"storage/storagetest": {"storage"},
-	"delivery/sched":      {"storage", "flowctl"},
-	"delivery/netguard":   {},
-	"delivery/retrydelay": {},
-	"delivery":            {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/retrydelay"},
-	"server":              {"delivery", "delivery/retrydelay", "delivery/netguard", "flowctl", "sdk/wire"},
-	"server/servertest":   {"server", "delivery", "delivery/netguard", "storage"},
-	"sdk/wire":            {},
-	"sdk":                 {"sdk/wire"},
-	"cmd/duraton":         {"*"},
+	"flowctl":               {},
+	"storage":               {"flowctl"},
+	"storage/storagetest":   {"storage"},
+	"delivery/sched":        {"storage", "flowctl"},
+	"delivery/netguard":     {},
+	"delivery/retrydelay":   {},
+	"delivery/deliverytest": {},
+	"delivery":              {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/retrydelay"},
+	"server":                {"delivery", "delivery/retrydelay", "delivery/netguard", "flowctl", "sdk/wire"},
+	"server/servertest":     {"server", "delivery", "delivery/netguard", "storage"},
+	"sdk/wire":              {},
+	"sdk":                   {"sdk/wire"},
+	"cmd/duraton":           {"*"},
 }
 
 // testSupport are the packages only tests (and cmd's benchmarks) may import.
-var testSupport = []string{"storage/storagetest", "server/servertest"}
+var testSupport = []string{"storage/storagetest", "delivery/deliverytest", "server/servertest"}
 
 // TestImportRules fails when a package imports a module package DESIGN.md does not allow
 // it, or when a package appears that the table does not know.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/sdk"
 )
 
@@ -86,7 +87,7 @@ func (e *sdkEndpoint) await(t *testing.T, body string) sdkDelivery {
 // goroutine: it must not call require (t.FailNow), only report and return false.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	require.Eventually(t, cond, sdkWait, 50*time.Millisecond, what)
+	deliverytest.Eventually(t, sdkWait, what, cond)
 }
 
 func TestSDKClientE2E(t *testing.T) {
