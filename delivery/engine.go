@@ -24,6 +24,10 @@ type Config struct {
 	// ProjectCeiling caps the deliveries of one project in flight at once, across all its
 	// keys (0: no ceiling). Default 0.
 	ProjectCeiling int
+	// ProjectShare caps one project's part of MaxInFlight, so a project whose endpoints
+	// hang cannot starve the others; projects at their share take turns for freed slots.
+	// Default MaxInFlight/2 (at least 1); MaxInFlight or more turns it off.
+	ProjectShare int
 	// MaxCarriedBytes caps the memory of messages held with their due entries, so that a
 	// fresh message is sent without being read back from storage. Default 64 MiB.
 	MaxCarriedBytes int64
@@ -93,6 +97,7 @@ func (c Config) Validate() error {
 		{"MaxInFlight", c.MaxInFlight < 0},
 		{"BufferSize", c.BufferSize < 0},
 		{"ProjectCeiling", c.ProjectCeiling < 0},
+		{"ProjectShare", c.ProjectShare < 0},
 		{"MaxCarriedBytes", c.MaxCarriedBytes < 0},
 		{"DefaultTimeout", c.DefaultTimeout < 0},
 		{"MaxResponseBytes", c.MaxResponseBytes < 0},
@@ -229,7 +234,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 		MaxParallelSteps: cfg.MaxParallelSteps, MaxInvokeDepth: cfg.MaxInvokeDepth, MaxWaitTimeout: cfg.MaxWaitTimeout}}
 	e.hooks = e.wf
 	s, err := sched.New(sched.Config{MaxInFlight: cfg.MaxInFlight, BufferSize: cfg.BufferSize,
-		ProjectCeiling: cfg.ProjectCeiling, MaxCarriedBytes: cfg.MaxCarriedBytes})
+		ProjectCeiling: cfg.ProjectCeiling, ProjectShare: cfg.ProjectShare, MaxCarriedBytes: cfg.MaxCarriedBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -87,15 +87,31 @@ func newFlowState() flowState {
 func (s *Scheduler) ceiling(project string) *flowctl.Ceiling {
 	c := s.flow.ceilings[project]
 	if c == nil {
-		c = &flowctl.Ceiling{Scope: project, Limit: s.cfg.ProjectCeiling}
+		limit := s.cfg.ProjectShare
+		if s.cfg.ProjectCeiling > 0 {
+			limit = min(limit, s.cfg.ProjectCeiling)
+		}
+		c = &flowctl.Ceiling{Scope: project, Limit: limit}
 		s.flow.ceilings[project] = c
 	}
 	return c
 }
 
-// needsFlow reports whether an entry goes through a waitlist.
+// needsFlow reports whether an entry goes through a waitlist: it has a flow-control
+// key, its project has a ceiling, or its project is at its share of the engine (or has
+// unkeyed deliveries waiting, which it must not overtake).
 func (s *Scheduler) needsFlow(e storage.DueEntry) bool {
-	return !e.Timer && (e.FlowKey != "" || s.cfg.ProjectCeiling > 0)
+	if e.Timer {
+		return false
+	}
+	if e.FlowKey != "" || s.cfg.ProjectCeiling > 0 {
+		return true
+	}
+	if c := s.ceiling(e.Project); c.InFlight >= c.Limit {
+		return true
+	}
+	q := s.flow.queues[flowID{e.Project, ""}]
+	return q != nil && q.waiting.Len() > 0
 }
 
 func (s *Scheduler) queue(id flowID) *flowQueue {
@@ -195,10 +211,11 @@ func (s *Scheduler) forgetWaiting(e storage.DueEntry, now time.Time) {
 	}
 }
 
-// ringWanted is the ring q waits in after a turn: the project's when it has a ceiling,
-// else the engine's.
+// ringWanted is the ring q waits in after a turn: the project's when the project is at
+// its limit (a configured ceiling, or its share of the engine), else the engine's — the
+// ring whose releases can let it go on.
 func (s *Scheduler) ringWanted(q *flowQueue) string {
-	if s.ceiling(q.id.project).Limit > 0 {
+	if c := s.ceiling(q.id.project); c.InFlight >= c.Limit {
 		return ringOfProject(q.id.project)
 	}
 	return ringEngine
@@ -244,9 +261,11 @@ func (s *Scheduler) releaseFlow(st Start, now time.Time, starts *[]Start) {
 		if live := s.flow.queues[q.id]; live != nil {
 			q = live
 		}
-		if c := s.ceiling(q.id.project); c.Limit > 0 {
-			// The freed ceiling slot is shared: q takes its turn behind the keys that
-			// were already waiting for one, so a busy key cannot starve the others.
+		ring := ringOfProject(q.id.project)
+		if c := s.ceiling(q.id.project); s.cfg.ProjectCeiling > 0 || len(s.flow.rings[ring]) > 0 {
+			// The freed slot of the project is contended: q takes its turn behind the
+			// keys that were already waiting for one, so a busy key cannot starve the
+			// others.
 			if q.waiting.Len() > 0 {
 				s.block(q, c.String(), now)
 				s.joinRing(q, ringOfProject(q.id.project))

@@ -37,6 +37,7 @@ const (
 
 type pDelivery struct {
 	id       string
+	project  string
 	key      int // -1: no flow-control key
 	queue    bool
 	arrive   int64 // ms
@@ -53,6 +54,7 @@ type pDelivery struct {
 }
 
 type pKey struct {
+	project  string
 	limits   flowctl.Limits
 	paused   bool
 	inFlight int
@@ -70,6 +72,8 @@ type propSim struct {
 	stored    map[string]storage.DueEntry // the model of the durable due index
 	ceiling   int
 	maxIn     int
+	share     int
+	perProj   map[string]int
 	queuePar  int
 	inFlight  int
 	queueHeld map[string]bool
@@ -174,21 +178,29 @@ func (p *propSim) started(starts []Start) {
 				k.order = append(k.order, d.id)
 			}
 		}
-		if p.ceiling > 0 && p.keyedInFlight() > p.ceiling {
-			p.fatalf("%d in flight over the ceiling %d", p.keyedInFlight(), p.ceiling)
+		p.perProj[d.project]++
+		if limit := p.projectLimit(); p.perProj[d.project] > limit {
+			p.fatalf("project %s: %d in flight over its limit %d (ceiling %d, share %d)", d.project, p.perProj[d.project], limit, p.ceiling, p.share)
 		}
 		p.push(pEvent{at: p.now + d.service, kind: 1, d: d, st: st})
 	}
 }
 
-// keyedInFlight counts the project's deliveries that went through flow control (with a
-// ceiling every delivery does).
-func (p *propSim) keyedInFlight() int { return p.inFlight }
+// projectLimit is what one project may have in flight: its share of the engine, and
+// the ceiling when there is one.
+func (p *propSim) projectLimit() int {
+	limit := min(p.share, p.maxIn)
+	if p.ceiling > 0 {
+		limit = min(limit, p.ceiling)
+	}
+	return limit
+}
 
 func (p *propSim) finish(e pEvent) {
 	d := e.d
 	d.running = false
 	p.inFlight--
+	p.perProj[d.project]--
 	if d.key >= 0 {
 		p.keys[d.key].inFlight--
 	}
@@ -274,7 +286,7 @@ func (p *propSim) handle(e pEvent) {
 	case 2, 3:
 		paused := e.kind == 2
 		p.keys[e.key].paused = paused
-		_, starts := p.s.ChangeKey("p", fmt.Sprintf("k%d", e.key), func(k *flowctl.Key) { k.Paused = paused }, at(p.now))
+		_, starts := p.s.ChangeKey(p.keys[e.key].project, fmt.Sprintf("k%d", e.key), func(k *flowctl.Key) { k.Paused = paused }, at(p.now))
 		p.started(starts)
 	case 4:
 		d := e.d
@@ -295,7 +307,7 @@ func (p *propSim) checkRates() {
 		if k.limits.Rate == 0 {
 			continue
 		}
-		if q := p.s.flow.queues[flowID{"p", fmt.Sprintf("k%d", ki)}]; q == nil || q.key.Asking() == 0 {
+		if q := p.s.flow.queues[flowID{k.project, fmt.Sprintf("k%d", ki)}]; q == nil || q.key.Asking() == 0 {
 			continue
 		}
 		want := 0
@@ -304,7 +316,7 @@ func (p *propSim) checkRates() {
 				want++
 			}
 		}
-		if got := p.s.FlowKey("p", fmt.Sprintf("k%d", ki), at(p.now)).RateCount; got != want {
+		if got := p.s.FlowKey(k.project, fmt.Sprintf("k%d", ki), at(p.now)).RateCount; got != want {
 			p.fatalf("key %d: rate count %d, the model %d (starts %v)", ki, got, want, k.starts)
 		}
 	}
@@ -354,16 +366,20 @@ func (p *propSim) checkEnd() {
 }
 
 func newPropSim(t *rapid.T) *propSim {
-	p := &propSim{t: t, byID: map[string]*pDelivery{}, stored: map[string]storage.DueEntry{}, queueHeld: map[string]bool{}}
+	p := &propSim{t: t, byID: map[string]*pDelivery{}, stored: map[string]storage.DueEntry{}, queueHeld: map[string]bool{}, perProj: map[string]int{}}
 	p.ceiling = rapid.IntRange(0, 5).Draw(t, "ceiling")
 	p.maxIn = rapid.IntRange(1, 8).Draw(t, "maxInFlight")
+	p.share = rapid.IntRange(0, 8).Draw(t, "projectShare")
 	p.queuePar = rapid.IntRange(1, 3).Draw(t, "queueParallelism")
 	buffer := rapid.IntRange(1, 12).Draw(t, "bufferSize")
-	s, err := New(Config{MaxInFlight: p.maxIn, BufferSize: buffer, ProjectCeiling: p.ceiling})
+	s, err := New(Config{MaxInFlight: p.maxIn, BufferSize: buffer, ProjectCeiling: p.ceiling, ProjectShare: p.share})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.s = s
+	if p.share == 0 {
+		p.share = max(1, p.maxIn/2) // the default
+	}
 	s.ConfigureQueue("p", "q", &QueueSettings{Parallelism: p.queuePar})
 	unit := rapid.SampledFrom([]int64{1, 250, 1000}).Draw(t, "unit")
 	nKeys := rapid.IntRange(1, 4).Draw(t, "keys")
@@ -376,7 +392,7 @@ func newPropSim(t *rapid.T) *propSim {
 		if l.Parallelism == 0 && l.Rate == 0 {
 			l.Parallelism = 1
 		}
-		p.keys = append(p.keys, &pKey{limits: l})
+		p.keys = append(p.keys, &pKey{limits: l, project: []string{"p", "r"}[i%2]})
 		if rapid.IntRange(0, 3).Draw(t, "pauses") == 0 {
 			from := unit * int64(rapid.IntRange(0, 30).Draw(t, "pauseFrom"))
 			p.push(pEvent{at: from, kind: 2, key: i})
@@ -395,12 +411,18 @@ func newPropSim(t *rapid.T) *propSim {
 		if i > 0 {
 			d.arrive = max(d.arrive, p.ds[i-1].arrive)
 		}
-		d.queue = d.key < 0 && rapid.Bool().Draw(t, "queue")
+		d.project = "p"
+		if d.key >= 0 {
+			d.project = p.keys[d.key].project
+		} else if rapid.Bool().Draw(t, "otherProject") {
+			d.project = "r"
+		}
+		d.queue = d.key < 0 && d.project == "p" && rapid.Bool().Draw(t, "queue")
 		d.pageFirst = rapid.IntRange(0, 3).Draw(t, "pageFirst") == 0
 		for range rapid.IntRange(0, 2).Draw(t, "troubles") {
 			d.outcomes = append(d.outcomes, outcome(rapid.IntRange(int(outRedeliver), int(outUnsent)).Draw(t, "outcome")))
 		}
-		d.entry = storage.DueEntry{DueAt: at(d.arrive).UnixNano(), MessageID: d.id, Project: "p", OrderAt: d.arrive}
+		d.entry = storage.DueEntry{DueAt: at(d.arrive).UnixNano(), MessageID: d.id, Project: d.project, OrderAt: d.arrive}
 		if d.key >= 0 {
 			d.entry.FlowKey, d.entry.Limits = fmt.Sprintf("k%d", d.key), p.keys[d.key].limits
 		}

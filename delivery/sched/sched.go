@@ -20,6 +20,11 @@ type Config struct {
 	BufferSize int
 	// ProjectCeiling caps one project's deliveries in flight across its keys (0: none).
 	ProjectCeiling int
+	// ProjectShare is the most of the engine's in-flight capacity one project may hold,
+	// so that a project whose endpoints hang cannot starve the others; projects at their
+	// share take turns for freed slots. Default MaxInFlight/2 (at least 1); a value of
+	// MaxInFlight or more turns it off.
+	ProjectShare int
 	// MaxCarriedBytes caps the memory of message bodies carried with due entries.
 	// Default 64 MiB.
 	MaxCarriedBytes int64
@@ -34,6 +39,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sched: BufferSize %d must not be negative", c.BufferSize)
 	case c.ProjectCeiling < 0:
 		return fmt.Errorf("sched: ProjectCeiling %d must not be negative", c.ProjectCeiling)
+	case c.ProjectShare < 0:
+		return fmt.Errorf("sched: ProjectShare %d must not be negative", c.ProjectShare)
 	case c.MaxCarriedBytes < 0:
 		return fmt.Errorf("sched: MaxCarriedBytes %d must not be negative", c.MaxCarriedBytes)
 	}
@@ -50,6 +57,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxCarriedBytes == 0 {
 		c.MaxCarriedBytes = 64 << 20
 	}
+	if c.ProjectShare == 0 {
+		c.ProjectShare = max(1, c.MaxInFlight/2)
+	}
+	c.ProjectShare = min(c.ProjectShare, c.MaxInFlight)
 	return c
 }
 
@@ -289,6 +300,10 @@ func earliest(ts ...int64) int64 {
 func (s *Scheduler) start(e storage.DueEntry, adm Admission) Start {
 	s.inFlight++
 	s.flow.inFlight[e.Project]++
+	if adm.flow == nil {
+		// Started without a waitlist: it still counts against the project's limit.
+		s.ceiling(e.Project).Take(time.Time{})
+	}
 	s.running[e.MessageID] = struct{}{}
 	return Start{Entry: e, Admission: adm}
 }
@@ -350,6 +365,12 @@ func (s *Scheduler) release(st Start, now time.Time) []Start {
 	}
 	delete(s.running, st.Entry.MessageID)
 	var starts []Start
+	if st.flow == nil {
+		c := s.ceiling(st.Entry.Project)
+		c.Release()
+		ring := ringOfProject(st.Entry.Project)
+		s.pumpRing(ring, now, func() bool { return c.InFlight < c.Limit }, &starts)
+	}
 	s.releaseFlow(st, now, &starts)
 	return starts
 }
