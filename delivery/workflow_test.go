@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // historyOf decodes a workflow delivery's body: the history prefix of protocol §5.3.
@@ -130,7 +132,7 @@ func TestWorkflowFailureCallbackCarriesRunAndInitialPayload(t *testing.T) {
 		FailureCallback: &CallbackSpec{URL: ep.url("/failure"), Method: "POST", RunID: "wfr_f", CallType: CallFailure,
 			Header: map[string][]string{"Upstash-Workflow-Is-Failure": {"true"}}}})
 	fc := ep.waitRequests(t, "/failure", 1)[0]
-	var body callbackPayload
+	var body wire.CallbackPayload
 	require.NoError(t, json.Unmarshal(fc.body, &body))
 	require.Equal(t, "wfr_f", body.WorkflowRunID)
 	require.NotZero(t, body.WorkflowCreatedAt)
