@@ -164,7 +164,7 @@ func TestRetriesThenDeadLetterAndFailureCallback(t *testing.T) {
 	}
 	fc := ep.waitRequests(t, "/failed", 1)[0]
 	require.Equal(t, "1", fc.Header.Get("X-F"))
-	var body callbackPayload
+	var body wire.CallbackPayload
 	require.NoError(t, json.Unmarshal(fc.Body, &body))
 	require.Equal(t, 500, body.Status)
 	require.Equal(t, 2, body.Retried)
@@ -220,7 +220,7 @@ func TestCallbackAfterEveryAttempt(t *testing.T) {
 	id := b.publish(t, &Message{URL: ep.url("/flaky"), Retries: 1, RetryDelay: "0",
 		Callback: &CallbackSpec{URL: ep.url("/cb"), Method: "POST", Retries: 3}})
 	cbs := ep.waitRequests(t, "/cb", 2)
-	var first, second callbackPayload
+	var first, second wire.CallbackPayload
 	require.NoError(t, json.Unmarshal(cbs[0].Body, &first))
 	require.NoError(t, json.Unmarshal(cbs[1].Body, &second))
 	if first.Retried > second.Retried {

@@ -126,7 +126,7 @@ func (e *Engine) UnpinFlowKey(ctx context.Context, project, key string, parallel
 
 // ResetFlowKeyRate forgets a key's recent starts, so its rate window starts afresh.
 func (e *Engine) ResetFlowKeyRate(ctx context.Context, project, key string) error {
-	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
+	if err := flowctl.CheckKey(key); err != nil {
 		return err // validates the key's syntax
 	}
 	e.flowMu.Lock()
@@ -145,7 +145,7 @@ func (e *Engine) ResetFlowKeyRate(ctx context.Context, project, key string) erro
 // lets whatever the change allows start. flowMu keeps the stored settings in the order
 // the changes were made.
 func (e *Engine) changeFlowKey(ctx context.Context, project, key string, change func(*flowctl.Key)) error {
-	if _, err := flowctl.Parse(key, "parallelism=1"); err != nil {
+	if err := flowctl.CheckKey(key); err != nil {
 		return err // validates the key's syntax
 	}
 	e.flowMu.Lock()

@@ -1,14 +1,13 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/duraton/duraton/delivery/retrydelay"
+	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -192,7 +191,7 @@ func (e *Engine) createdLog(m *storage.Message, now time.Time) *storage.LogEvent
 }
 
 // callbackMessage builds the message that reports an attempt of src to a callback URL.
-func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpec, kind string, payload callbackPayload, now time.Time) *storage.Message {
+func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpec, kind string, payload wire.CallbackPayload, now time.Time) *storage.Message {
 	header := make(map[string][]string, len(spec.Header)+1)
 	for k, v := range spec.Header {
 		header[k] = v
@@ -203,7 +202,7 @@ func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpe
 	due := now.Add(time.Duration(spec.DelayMs) * time.Millisecond)
 	return &storage.Message{
 		ID: e.ids.New(storage.PrefixMessage, now), Project: src.Project, Kind: kind,
-		URL: spec.URL, Method: spec.Method, Header: header, Body: compactJSON(payload),
+		URL: spec.URL, Method: spec.Method, Header: header, Body: wire.MustCompactJSON(payload),
 		RunID: spec.RunID, CallType: spec.CallType,
 		Labels: src.Labels, CallerIP: src.CallerIP,
 		CreatedAt: now.UnixMilli(), NotBefore: due.UnixMilli(), DueAt: due.UnixNano(),
@@ -212,38 +211,12 @@ func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpe
 	}
 }
 
-// callbackPayload is the JSON body of callbacks (protocol §4.4) and failure callbacks
-// (§4.5). Header maps use Go-canonical names and array values; bodies are standard base64.
-type callbackPayload struct {
-	Status          int                 `json:"status"`
-	Header          map[string][]string `json:"header"`
-	Body            string              `json:"body"`
-	Retried         int                 `json:"retried"`
-	MaxRetries      int                 `json:"maxRetries"`
-	DLQID           string              `json:"dlqId,omitempty"`
-	SourceMessageID string              `json:"sourceMessageId"`
-	URL             string              `json:"url"`
-	Method          string              `json:"method"`
-	SourceHeader    map[string][]string `json:"sourceHeader"`
-	SourceBody      string              `json:"sourceBody"`
-	NotBefore       int64               `json:"notBefore"`
-	CreatedAt       int64               `json:"createdAt"`
-	ScheduleID      string              `json:"scheduleId"`
-	CallerIP        string              `json:"callerIP"`
-	TopicName       string              `json:"topicName"`
-	EndpointName    string              `json:"endpointName"`
-	Error           string              `json:"error,omitempty"`
-	// Workflow failure callbacks only (§4.5).
-	WorkflowRunID     string `json:"workflowRunId,omitempty"`
-	WorkflowCreatedAt int64  `json:"workflowCreatedAt,omitempty"`
-}
-
-func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) callbackPayload {
+func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) wire.CallbackPayload {
 	header := http.Header{}
 	for k, v := range out.Response.Header {
 		header[http.CanonicalHeaderKey(k)] = v
 	}
-	p := callbackPayload{
+	p := wire.CallbackPayload{
 		Status: out.Response.Status, Header: header,
 		Body:    base64.StdEncoding.EncodeToString(out.Response.Body),
 		Retried: m.Retried, MaxRetries: m.Retries, DLQID: dlqID,
@@ -256,16 +229,4 @@ func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) callbackP
 		p.SourceHeader = map[string][]string{}
 	}
 	return p
-}
-
-// compactJSON encodes v without HTML escaping and without a trailing newline, so bodies
-// re-serialised by JavaScript frameworks still match their signature (protocol §7).
-func compactJSON(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic("delivery: encode callback payload: " + err.Error()) // only plain data types
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

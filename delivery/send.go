@@ -74,7 +74,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	req.Header.Set(wire.HeaderUserAgent, wire.UserAgent)
 	if fc := m.FlowControl; fc != nil {
 		req.Header.Set(wire.HeaderFlowControlKey, fc.Key)
-		req.Header.Set(wire.HeaderFlowControlValue, fc.Value())
+		req.Header.Set(wire.HeaderFlowControlValue, flowControlValue(fc))
 	}
 
 	resp, err := e.client.Do(req)

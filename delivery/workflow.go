@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -40,17 +41,6 @@ const (
 	CallToCallback   = storage.CallToCallback
 	CallFromCallback = storage.CallFromCallback
 	CallFailure      = storage.CallFailure
-)
-
-// Delivery headers of workflow runs.
-const (
-	headerRunID       = "Upstash-Workflow-Runid"
-	headerRunURL      = "Upstash-Workflow-Url"
-	headerCreatedAt   = "Upstash-Workflow-Createdat"
-	headerLabel       = "Upstash-Label"
-	headerSdkVersion  = "Upstash-Workflow-Sdk-Version"
-	headerUnknownSdk  = "Upstash-Workflow-Unknown-Sdk"
-	workflowHeaderPfx = "Upstash-Workflow-"
 )
 
 // RunInit is what a run-creating message (Upstash-Workflow-Init: true) brings beyond the
@@ -120,7 +110,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 	m.CallType = CallStep
 	m.DetectTrigger = init.DetectTrigger
 	if init.UnknownSdk {
-		m.Header = withHeader(m.Header, headerUnknownSdk, "true")
+		m.Header = withHeader(m.Header, wire.HeaderWorkflowUnknownSdk, "true")
 	}
 	return true, w.appendStepTx(tx, run, m, now)
 }
@@ -130,7 +120,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 func userHeaders(h map[string][]string) map[string][]string {
 	out := map[string][]string{}
 	for k, v := range h {
-		if strings.HasPrefix(k, workflowHeaderPfx) || k == "Content-Type" {
+		if strings.HasPrefix(k, wire.PrefixWorkflow) || k == "Content-Type" {
 			continue
 		}
 		out[k] = v
@@ -261,32 +251,27 @@ func runHeaders(own map[string][]string, run *Run) map[string][]string {
 	for k, v := range own {
 		h[k] = v
 	}
-	h[headerRunID] = []string{run.ID}
-	h[headerRunURL] = []string{run.URL}
-	h[headerCreatedAt] = []string{strconv.FormatInt(run.CreatedAt, 10)}
+	h[wire.HeaderWorkflowRunID] = []string{run.ID}
+	h[wire.HeaderWorkflowURL] = []string{run.URL}
+	h[wire.HeaderWorkflowCreatedAt] = []string{strconv.FormatInt(run.CreatedAt, 10)}
 	if len(run.Labels) > 0 {
-		h[headerLabel] = []string{strings.Join(run.Labels, ",")}
+		h[wire.HeaderLabel] = []string{strings.Join(run.Labels, ",")}
 	}
 	return h
 }
 
 // historyBody encodes a history prefix as the delivery body of protocol §5.3.
 func historyBody(entries []HistoryEntry) []byte {
-	type wireEntry struct {
-		MessageID string `json:"messageId"`
-		Body      []byte `json:"body"` // encoding/json writes standard, padded base64
-		CallType  string `json:"callType"`
-	}
-	out := make([]wireEntry, len(entries))
+	out := make([]wire.HistoryEntry, len(entries))
 	for i, e := range entries {
-		out[i] = wireEntry{MessageID: e.MessageID, Body: nonNil(e.Body), CallType: e.CallType}
+		out[i] = wire.HistoryEntry{MessageID: e.MessageID, Body: nonNil(e.Body), CallType: e.CallType}
 	}
-	return compactJSON(out)
+	return wire.MustCompactJSON(out)
 }
 
 // answeredBySDK reports whether a workflow endpoint's answer carries the protocol header
 // (feature WF_DetectTrigger).
-func answeredBySDK(h http.Header) bool { return h.Get(headerSdkVersion) != "" }
+func answeredBySDK(h http.Header) bool { return h.Get(wire.HeaderWorkflowSdkVersion) != "" }
 
 // stepWith returns the step object raw with extra fields set (out, waitTimeout, ...),
 // keeping every field the SDK sent.
@@ -302,9 +287,9 @@ func stepWith(raw []byte, fields map[string]any) ([]byte, error) {
 			delete(obj, k)
 			continue
 		}
-		obj[k] = compactJSON(v)
+		obj[k] = wire.MustCompactJSON(v)
 	}
-	return compactJSON(obj), nil
+	return wire.MustCompactJSON(obj), nil
 }
 
 // nonNil makes an empty body encode as "" rather than null: the SDK base64-decodes the

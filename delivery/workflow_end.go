@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -84,7 +85,7 @@ func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, 
 	if state == RunSuccess && run.HasResp {
 		out["body"] = string(run.Response)
 	}
-	step, err := stepWith(run.Parent.Step, map[string]any{"out": string(compactJSON(out))})
+	step, err := stepWith(run.Parent.Step, map[string]any{"out": string(wire.MustCompactJSON(out))})
 	if err != nil {
 		return fx, err
 	}
@@ -239,7 +240,7 @@ func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID
 			if err := workflowFailureFields(&p, tx, src); err != nil {
 				return false, err
 			}
-			cb.Body = compactJSON(p)
+			cb.Body = wire.MustCompactJSON(p)
 		}
 		cb.CallType = CallFailure
 		cb.Header = runHeaders(cb.Header, run)
@@ -267,7 +268,7 @@ func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID
 }
 
 // workflowFailureFields adds the workflow fields to a failure callback payload.
-func workflowFailureFields(p *callbackPayload, tx *storage.Tx, m *Message) error {
+func workflowFailureFields(p *wire.CallbackPayload, tx *storage.Tx, m *Message) error {
 	run, err := tx.Run(m.Project, m.RunID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // historyOf decodes a workflow delivery's body: the history prefix of protocol §5.3.
@@ -131,7 +133,7 @@ func TestWorkflowFailureCallbackCarriesRunAndInitialPayload(t *testing.T) {
 		FailureCallback: &CallbackSpec{URL: ep.url("/failure"), Method: "POST", RunID: "wfr_f", CallType: CallFailure,
 			Header: map[string][]string{"Upstash-Workflow-Is-Failure": {"true"}}}})
 	fc := ep.waitRequests(t, "/failure", 1)[0]
-	var body callbackPayload
+	var body wire.CallbackPayload
 	require.NoError(t, json.Unmarshal(fc.Body, &body))
 	require.Equal(t, "wfr_f", body.WorkflowRunID)
 	require.NotZero(t, body.WorkflowCreatedAt)

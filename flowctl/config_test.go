@@ -7,34 +7,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParse(t *testing.T) {
+// The value format ("parallelism=2, rate=5, period=1s") is parsed by sdk/wire; its tests
+// are there. These cover the limits flowctl judges.
+func TestNew(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, key, value string
-		want             Config
-		wantErr          string
+		name, key         string
+		parallelism, rate int
+		period            time.Duration
+		want              Config
+		wantErr           string
 	}{
-		{name: "SDKForm", key: "vendor", value: "parallelism=2, rate=5, period=1s", want: Config{Key: "vendor", Parallelism: 2, Rate: 5, Period: time.Second}},
-		{name: "NoSpaces", key: "k", value: "parallelism=5,rate=10,period=1m", want: Config{Key: "k", Parallelism: 5, Rate: 10, Period: time.Minute}},
-		{name: "BareSeconds", key: "k", value: "rate=3,period=2", want: Config{Key: "k", Rate: 3, Period: 2 * time.Second}},
-		{name: "Days", key: "k", value: "rate=3,period=1d", want: Config{Key: "k", Rate: 3, Period: 24 * time.Hour}},
-		{name: "GoDuration", key: "k", value: "rate=3,period=1h30m", want: Config{Key: "k", Rate: 3, Period: 90 * time.Minute}},
-		{name: "DefaultPeriod", key: "k", value: "parallelism=1", want: Config{Key: "k", Parallelism: 1, Period: time.Second}},
-		{name: "MissingKey", key: "", value: "parallelism=1", wantErr: "Upstash-Flow-Control-Key is required"},
-		{name: "BadKey", key: "a b", value: "parallelism=1", wantErr: "must match"},
-		{name: "Empty", key: "k", value: "", wantErr: "needs parallelism or rate"},
-		{name: "OnlyPeriod", key: "k", value: "period=1s", wantErr: "needs parallelism or rate"},
-		{name: "NotPair", key: "k", value: "parallelism", wantErr: `item "parallelism" is not name=value`},
-		{name: "Unknown", key: "k", value: "burst=3", wantErr: `unknown item "burst"`},
-		{name: "ZeroParallelism", key: "k", value: "parallelism=0", wantErr: "parallelism=\"0\": must be between"},
-		{name: "NegativeRate", key: "k", value: "rate=-1", wantErr: "rate=\"-1\": must be between"},
-		{name: "PeriodTooLong", key: "k", value: "rate=1,period=8d", wantErr: "period=\"8d\""},
-		{name: "PeriodGarbage", key: "k", value: "rate=1,period=soon", wantErr: "not a duration"},
+		{name: "All", key: "vendor", parallelism: 2, rate: 5, period: time.Second, want: Config{Key: "vendor", Parallelism: 2, Rate: 5, Period: time.Second}},
+		{name: "DefaultPeriod", key: "k", parallelism: 1, want: Config{Key: "k", Parallelism: 1, Period: time.Second}},
+		{name: "TrimmedKey", key: " k ", rate: 3, period: time.Minute, want: Config{Key: "k", Rate: 3, Period: time.Minute}},
+		{name: "Maxima", key: "k", parallelism: MaxParallelism, rate: MaxRate, period: MaxPeriod, want: Config{Key: "k", Parallelism: MaxParallelism, Rate: MaxRate, Period: MaxPeriod}},
+		{name: "MissingKey", key: "", parallelism: 1, wantErr: "Upstash-Flow-Control-Key is required"},
+		{name: "BadKey", key: "a b", parallelism: 1, wantErr: "must match"},
+		{name: "LongKey", key: string(make([]byte, MaxKeyLen+1)), parallelism: 1, wantErr: "must match"},
+		{name: "Nothing", key: "k", wantErr: "needs parallelism or rate"},
+		{name: "OnlyPeriod", key: "k", period: time.Second, wantErr: "needs parallelism or rate"},
+		{name: "ParallelismTooLarge", key: "k", parallelism: MaxParallelism + 1, wantErr: "parallelism=1000001: must be between"},
+		{name: "NegativeRate", key: "k", rate: -1, wantErr: "rate=-1: must be between"},
+		{name: "PeriodTooLong", key: "k", rate: 1, period: 8 * 24 * time.Hour, wantErr: "period=192h0m0s: must be between"},
+		{name: "PeriodTooShort", key: "k", rate: 1, period: time.Millisecond, wantErr: "period=1ms: must be between"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Parse(tt.key, tt.value)
+			got, err := New(tt.key, tt.parallelism, tt.rate, tt.period)
 			if tt.wantErr != "" {
 				require.ErrorIs(t, err, ErrInvalid)
 				require.ErrorContains(t, err, tt.wantErr)
@@ -46,8 +47,10 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestConfigValue(t *testing.T) {
+func TestCheckKey(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "parallelism=2, rate=5, period=60s", Config{Key: "k", Parallelism: 2, Rate: 5, Period: time.Minute}.Value())
-	require.Equal(t, "parallelism=1", Config{Key: "k", Parallelism: 1, Period: time.Second}.Value())
+	require.NoError(t, CheckKey("a-Z_0.9"))
+	for _, bad := range []string{"", "a/b", "é", "a b"} {
+		require.ErrorIs(t, CheckKey(bad), ErrInvalid, bad)
+	}
 }

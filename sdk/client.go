@@ -162,9 +162,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 func responseError(resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	apiErr := &APIError{Status: resp.StatusCode}
-	var body struct {
-		Error string `json:"error"`
-	}
+	var body wire.ErrorBody
 	switch {
 	case json.Unmarshal(data, &body) == nil && body.Error != "":
 		apiErr.Message = body.Error
@@ -178,23 +176,12 @@ func responseError(resp *http.Response) error {
 
 // doJSON is do with a JSON-encoded request body.
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	body, err := marshalJSON(in)
+	body, err := wire.CompactJSON(in)
 	if err != nil {
 		return fmt.Errorf("sdk: %s %s: encode request: %w", method, path, err)
 	}
 	header := http.Header{wire.HeaderContentType: {"application/json"}}
 	return c.do(ctx, method, path, query, header, body, out)
-}
-
-// marshalJSON encodes v compactly without HTML escaping, as JSON.stringify does.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // seg escapes one path segment (an id, a key, a queue name).

@@ -1,13 +1,14 @@
 package sdk
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Context is what a workflow route sees on each delivery: the run, the initial payload,
@@ -70,16 +71,9 @@ func (c *Context) DecodePayload(v any) error { return json.Unmarshal(c.payload, 
 // run's, or a step's own), or nil (protocol §12.2).
 func (c *Context) FlowControl() *FlowControl { return c.flow }
 
-// historyEntry is one element of the delivered history (protocol §5.3).
-type historyEntry struct {
-	MessageID string `json:"messageId"`
-	Body      string `json:"body"`
-	CallType  string `json:"callType"`
-}
-
 // parseHistory reads the delivered history: the initial payload and the step objects.
 func (c *Context) parseHistory(body []byte) error {
-	var entries []historyEntry
+	var entries []wire.HistoryEntry
 	if err := json.Unmarshal(body, &entries); err != nil {
 		return fmt.Errorf("workflow history: %w", err)
 	}
@@ -88,15 +82,12 @@ func (c *Context) parseHistory(body []byte) error {
 	}
 	c.steps, c.plans = map[int]recordedStep{}, map[int]recordedStep{}
 	for i, e := range entries {
-		raw, err := base64.StdEncoding.DecodeString(e.Body)
-		if err != nil {
-			return fmt.Errorf("workflow history entry %d: %w", i, err)
-		}
+		raw := e.Body
 		if i == 0 {
 			c.payload = raw
 			continue
 		}
-		if e.CallType != "" && e.CallType != "step" {
+		if e.CallType != "" && e.CallType != wire.CallTypeStep {
 			continue
 		}
 		var s recordedStep
@@ -116,45 +107,34 @@ func (c *Context) parseHistory(body []byte) error {
 
 // readDeliveryHeaders fills the run fields from the delivery's headers.
 func (c *Context) readDeliveryHeaders(h http.Header) {
-	c.RunID = h.Get("Upstash-Workflow-Runid")
-	c.Retried, _ = strconv.Atoi(h.Get("Upstash-Retried"))
-	if ms, err := strconv.ParseInt(h.Get("Upstash-Workflow-Createdat"), 10, 64); err == nil {
+	c.RunID = h.Get(wire.HeaderWorkflowRunID)
+	c.Retried, _ = strconv.Atoi(h.Get(wire.HeaderRetried))
+	if ms, err := strconv.ParseInt(h.Get(wire.HeaderWorkflowCreatedAt), 10, 64); err == nil {
 		c.RunCreatedAt = time.UnixMilli(ms)
 	}
-	if l := h.Get("Upstash-Label"); l != "" {
+	if l := h.Get(wire.HeaderLabel); l != "" {
 		c.Labels = strings.Split(l, ",")
 	}
-	if key := h.Get("Upstash-Flow-Control-Key"); key != "" {
-		c.flow = parseFlowControl(key, h.Get("Upstash-Flow-Control-Value"))
+	if key := h.Get(wire.HeaderFlowControlKey); key != "" {
+		c.flow = parseFlowControl(key, h.Get(wire.HeaderFlowControlValue))
 	}
 	c.Headers = http.Header{}
 	for k, v := range h {
-		if strings.HasPrefix(k, "Upstash-Workflow-") || k == "Upstash-Signature" {
+		if strings.HasPrefix(k, wire.PrefixWorkflow) || k == wire.HeaderSignature {
 			continue
 		}
 		c.Headers[k] = v
 	}
 }
 
-// parseFlowControl reads "parallelism=N, rate=N, period=Ns".
+// parseFlowControl reads the delivered "parallelism=N, rate=N, period=Ns". Duraton
+// always sends a well-formed value; a malformed one leaves only the key known.
 func parseFlowControl(key, value string) *FlowControl {
-	fc := &FlowControl{Key: key}
-	for _, item := range strings.Split(value, ",") {
-		name, val, _ := strings.Cut(strings.TrimSpace(item), "=")
-		switch strings.TrimSpace(name) {
-		case "parallelism":
-			fc.Parallelism, _ = strconv.Atoi(val)
-		case "rate":
-			fc.Rate, _ = strconv.Atoi(val)
-		case "period":
-			if d, err := time.ParseDuration(val); err == nil {
-				fc.Period = d
-			} else if n, err := strconv.Atoi(val); err == nil {
-				fc.Period = time.Duration(n) * time.Second
-			}
-		}
+	v, err := wire.ParseFlowControlValue(value)
+	if err != nil {
+		return &FlowControl{Key: key}
 	}
-	return fc
+	return &FlowControl{Key: key, Parallelism: v.Parallelism, Rate: v.Rate, Period: v.Period}
 }
 
 // recorded returns step id's recorded result, checking that the route still calls the

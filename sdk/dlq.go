@@ -4,22 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // DLQMessage is a dead letter: the message plus its last answer.
-type DLQMessage struct {
-	Message
-	DLQID    string `json:"dlqId"`
-	FailedAt int64  `json:"failedAt"` // unix ms
-	// ResponseStatus of the last answer (0 when there was none; see Error).
-	ResponseStatus int         `json:"responseStatus"`
-	ResponseHeader http.Header `json:"responseHeader,omitempty"`
-	// ResponseBody is the last answer when it is valid UTF-8, else ResponseBodyBase64.
-	ResponseBody       string `json:"responseBody,omitempty"`
-	ResponseBodyBase64 string `json:"responseBodyBase64,omitempty"`
-	// Error says why the last attempt failed when there was no usable answer.
-	Error string `json:"error,omitempty"`
-}
+type DLQMessage = wire.DLQMessage
 
 // DLQRequest selects one page of dead letters.
 type DLQRequest struct {
@@ -44,10 +34,7 @@ func (r *DLQRequest) query() url.Values {
 }
 
 // DLQPage is one page of dead letters, newest first. Cursor is empty on the last page.
-type DLQPage struct {
-	Cursor   string       `json:"cursor,omitempty"`
-	Messages []DLQMessage `json:"messages"`
-}
+type DLQPage = wire.DLQPage
 
 // DLQ lists one page of dead letters (GET /v2/dlq).
 func (c *Client) DLQ(ctx context.Context, req DLQRequest) (DLQPage, error) {
@@ -64,9 +51,7 @@ func (c *Client) DeleteDLQ(ctx context.Context, dlqIDs ...string) (int, error) {
 	}
 	q := url.Values{}
 	addQuery(q, "dlqIds", dlqIDs)
-	var out struct {
-		Deleted int `json:"deleted"`
-	}
+	var out wire.DeleteResult
 	err := c.do(ctx, http.MethodDelete, "/v2/dlq", q, nil, nil, &out)
 	return out.Deleted, err
 }
@@ -80,9 +65,7 @@ func (c *Client) RetryDLQ(ctx context.Context, dlqIDs ...string) ([]PublishResul
 	}
 	q := url.Values{}
 	addQuery(q, "dlqIds", dlqIDs)
-	var out struct {
-		Responses []PublishResult `json:"responses"`
-	}
+	var out wire.RetryResult
 	err := c.do(ctx, http.MethodPost, "/v2/dlq/retry", q, nil, nil, &out)
 	return out.Responses, err
 }

@@ -6,34 +6,16 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // FlowControlInfo is the state of one flow-control key (GET /v2/flowControl/{key}).
-type FlowControlInfo struct {
-	Key string `json:"flowControlKey"`
-	// WaitListSize is the number of due deliveries waiting for the key's limits or pause.
-	WaitListSize int `json:"waitListSize"`
-	// ParallelismMax is the parallelism in force (0: none); ParallelismCount the
-	// deliveries of the key in flight.
-	ParallelismMax   int `json:"parallelismMax"`
-	ParallelismCount int `json:"parallelismCount"`
-	// RateMax is the rate in force per RatePeriod seconds (0: none); RateCount the
-	// deliveries started within the last period, the oldest at RatePeriodStart (unix ms).
-	RateMax             int   `json:"rateMax"`
-	RateCount           int   `json:"rateCount"`
-	RatePeriod          int64 `json:"ratePeriod"`
-	RatePeriodStart     int64 `json:"ratePeriodStart"`
-	IsPaused            bool  `json:"isPaused"`
-	IsPinnedParallelism bool  `json:"isPinnedParallelism"`
-	IsPinnedRate        bool  `json:"isPinnedRate"`
-}
+type FlowControlInfo = wire.FlowControlInfo
 
 // GlobalParallelism is the project's ceiling on deliveries in flight (0: none) and the
 // deliveries in flight now.
-type GlobalParallelism struct {
-	Max   int `json:"parallelismMax"`
-	Count int `json:"parallelismCount"`
-}
+type GlobalParallelism = wire.GlobalParallelism
 
 // FlowControlInfo reads one key's state. A key the server holds no state for reads as
 // idle, never 404.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // InvokeRequest starts another workflow as a child run and waits for its end.
@@ -43,7 +45,7 @@ func (c *Context) Invoke(name string, req InvokeRequest) (InvokeResult, error) {
 		}
 		return r, err
 	}
-	depth, _ := strconv.Atoi(c.r.Header.Get("Upstash-Workflow-Invoke-Count"))
+	depth, _ := strconv.Atoi(c.r.Header.Get(wire.HeaderWorkflowInvokeCount))
 	childID := req.RunID
 	if childID == "" {
 		childID = newRunID()
@@ -64,33 +66,36 @@ func (c *Context) Invoke(name string, req InvokeRequest) (InvokeResult, error) {
 	}
 	h := http.Header{}
 	set := func(k, v string) { h.Set(k, v) }
-	set("Upstash-Workflow-Init", "true")
-	set("Upstash-Workflow-Runid", childID)
-	set("Upstash-Workflow-Url", req.URL)
-	set("Upstash-Workflow-Invoke", "true")
-	set("Upstash-Workflow-Sdk-Version", "1")
-	set("Upstash-Forward-Upstash-Workflow-Sdk-Version", "1")
-	set("Upstash-Forward-Upstash-Workflow-Invoke-Count", strconv.Itoa(depth+1))
-	set("Upstash-Feature-Set", featureSet)
-	set("Upstash-Failure-Callback", req.URL)
-	set("Upstash-Failure-Callback-Forward-Upstash-Workflow-Is-Failure", "true")
-	set("Upstash-Failure-Callback-Forward-Upstash-Workflow-Failure-Callback", "true")
-	set("Upstash-Failure-Callback-Workflow-Runid", childID)
-	set("Upstash-Failure-Callback-Workflow-Init", "false")
-	set("Upstash-Failure-Callback-Workflow-Url", req.URL)
-	set("Upstash-Failure-Callback-Workflow-Calltype", "failureCall")
-	set("Content-Type", "application/json")
+	// onFailure names a header of the failure callback: "Upstash-Failure-Callback-" + the
+	// name without its "Upstash-".
+	onFailure := func(name string) string { return wire.PrefixFailureCallback + strings.TrimPrefix(name, "Upstash-") }
+	set(wire.HeaderWorkflowInit, "true")
+	set(wire.HeaderWorkflowRunID, childID)
+	set(wire.HeaderWorkflowURL, req.URL)
+	set(wire.HeaderWorkflowInvoke, "true")
+	set(wire.HeaderWorkflowSdkVersion, wire.SdkVersion)
+	set(wire.PrefixForward+wire.HeaderWorkflowSdkVersion, wire.SdkVersion)
+	set(wire.PrefixForward+wire.HeaderWorkflowInvokeCount, strconv.Itoa(depth+1))
+	set(wire.HeaderFeatureSet, wire.FeatureSet)
+	set(wire.HeaderFailureCallback, req.URL)
+	set(wire.PrefixFailureCallback+"Forward-"+wire.PrefixWorkflow+"Is-Failure", "true")
+	set(wire.PrefixFailureCallback+"Forward-"+wire.HeaderWorkflowFailureCallback, "true")
+	set(onFailure(wire.HeaderWorkflowRunID), childID)
+	set(onFailure(wire.HeaderWorkflowInit), "false")
+	set(onFailure(wire.HeaderWorkflowURL), req.URL)
+	set(onFailure(wire.HeaderWorkflowCallType), wire.CallTypeFailure)
+	set(wire.HeaderContentType, "application/json")
 	if req.Retries != nil {
-		set("Upstash-Retries", strconv.Itoa(*req.Retries))
-		set("Upstash-Failure-Callback-Retries", strconv.Itoa(*req.Retries))
+		set(wire.HeaderRetries, strconv.Itoa(*req.Retries))
+		set(onFailure(wire.HeaderRetries), strconv.Itoa(*req.Retries))
 	}
 	if fc := req.FlowControl; fc != nil {
-		set("Upstash-Flow-Control-Key", fc.Key)
-		set("Upstash-Flow-Control-Value", fc.value())
+		set(wire.HeaderFlowControlKey, fc.Key)
+		set(wire.HeaderFlowControlValue, fc.value())
 	}
 	for k, vs := range req.Header {
 		for _, v := range vs {
-			h.Add("Upstash-Forward-"+k, v)
+			h.Add(wire.PrefixForward+k, v)
 		}
 	}
 	if err := c.h.client.do(c.requestContext(), http.MethodPost, "/v2/publish/"+req.URL, nil, h, envelope, nil); err != nil {

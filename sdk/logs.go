@@ -4,27 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Log is one log event of a message (created, delivered, retried, failed, ...).
-type Log struct {
-	Time             int64    `json:"time"` // unix ms
-	State            string   `json:"state"`
-	MessageID        string   `json:"messageId"`
-	URL              string   `json:"url"`
-	QueueName        string   `json:"queueName,omitempty"`
-	Label            string   `json:"label,omitempty"`
-	Labels           []string `json:"labels,omitempty"`
-	Error            string   `json:"error,omitempty"`
-	NextDeliveryTime int64    `json:"nextDeliveryTime,omitempty"` // unix ms
-	ResponseStatus   int      `json:"responseStatus,omitempty"`
-	// ResponseHeader and the body of the endpoint's answer (text, or base64 when it is
-	// not valid UTF-8).
-	ResponseHeader     http.Header `json:"responseHeader,omitempty"`
-	ResponseBody       string      `json:"responseBody,omitempty"`
-	ResponseBodyBase64 string      `json:"responseBodyBase64,omitempty"`
-	Retried            int         `json:"retried"`
-}
+type Log = wire.Log
 
 // LogsRequest selects one page of log events.
 type LogsRequest struct {
@@ -40,10 +25,7 @@ type LogsRequest struct {
 }
 
 // LogsPage is one page of log events, newest first. Cursor is empty on the last page.
-type LogsPage struct {
-	Cursor string `json:"cursor,omitempty"`
-	Events []Log  `json:"events"`
-}
+type LogsPage = wire.LogsPage
 
 // Logs lists one page of log events (GET /v2/events, the SDK's name for /v2/logs).
 func (c *Client) Logs(ctx context.Context, req LogsRequest) (LogsPage, error) {

@@ -2,60 +2,22 @@ package sdk
 
 import (
 	"context"
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
-// Message is a stored message as GET /v2/messages/{id} shows it. Times are unix
-// milliseconds unless said otherwise.
-type Message struct {
-	MessageID string      `json:"messageId"`
-	URL       string      `json:"url"`
-	Method    string      `json:"method"`
-	Header    http.Header `json:"header,omitempty"`
-	// Body is the body when it is valid UTF-8, else BodyBase64 holds it; see Bytes.
-	Body                 string   `json:"body,omitempty"`
-	BodyBase64           string   `json:"bodyBase64,omitempty"`
-	MaxRetries           int      `json:"maxRetries"`
-	Retried              int      `json:"retried"`
-	RetryDelayExpression string   `json:"retryDelayExpression,omitempty"`
-	Timeout              int64    `json:"timeout,omitempty"` // seconds
-	NotBefore            int64    `json:"notBefore"`
-	CreatedAt            int64    `json:"createdAt"`
-	State                string   `json:"state"`
-	Callback             string   `json:"callback,omitempty"`
-	FailureCallback      string   `json:"failureCallback,omitempty"`
-	QueueName            string   `json:"queueName,omitempty"`
-	Label                string   `json:"label,omitempty"` // Labels joined with ","
-	Labels               []string `json:"labels,omitempty"`
-	CallerIP             string   `json:"callerIP,omitempty"`
-	FlowControlKey       string   `json:"flowControlKey,omitempty"`
-	Parallelism          int      `json:"parallelism,omitempty"`
-	Rate                 int      `json:"rate,omitempty"`
-	Period               int64    `json:"period,omitempty"` // seconds
-	// Waiting is set while the message is due but held by flow control.
-	Waiting *Waiting `json:"waiting,omitempty"`
-}
-
-// Bytes returns the message body, decoding BodyBase64 when the body is not text.
-func (m *Message) Bytes() ([]byte, error) { return bodyBytes(m.Body, m.BodyBase64) }
-
-func bodyBytes(text, b64 string) ([]byte, error) {
-	if b64 != "" {
-		return base64.StdEncoding.DecodeString(b64)
-	}
-	return []byte(text), nil
-}
-
-// Waiting says why a due delivery has not started yet (a flow-control waitlist) and
-// since when (unix ms). Reason is meant for people; do not parse it.
-type Waiting struct {
-	Reason string `json:"reason"`
-	Since  int64  `json:"since"`
-}
+// The JSON types of messages, logs, dead letters and queues are the protocol's own
+// (package wire); the SDK re-exports them.
+type (
+	// Message is a stored message as GET /v2/messages/{id} shows it.
+	Message = wire.Message
+	// Waiting says why a due delivery has not started yet (flow control) and since when.
+	Waiting = wire.Waiting
+)
 
 // MessageFilter selects messages, log events or dead letters. Empty fields match
 // everything.
@@ -126,9 +88,7 @@ func (c *Client) CancelMessages(ctx context.Context, req CancelMessagesRequest) 
 	q := url.Values{}
 	addQuery(q, "messageIds", req.MessageIDs)
 	req.Filter.encode(q)
-	var out struct {
-		Cancelled int `json:"cancelled"`
-	}
+	var out wire.CancelResult
 	err := c.do(ctx, http.MethodDelete, "/v2/messages", q, nil, nil, &out)
 	return out.Cancelled, err
 }

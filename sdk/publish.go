@@ -80,30 +80,18 @@ func (fc *FlowControl) validate() error {
 }
 
 // value renders the Upstash-Flow-Control-Value header: "parallelism=N, rate=N, period=Ns",
-// each item only when set (protocol §6). Call validate first.
+// each item only when set, the period in whole seconds rounded up (protocol §6). Call
+// validate first.
 func (fc *FlowControl) value() string {
-	var items []string
-	if fc.Parallelism > 0 {
-		items = append(items, "parallelism="+strconv.Itoa(fc.Parallelism))
-	}
-	if fc.Rate > 0 {
-		items = append(items, "rate="+strconv.Itoa(fc.Rate))
-	}
+	v := wire.FlowControlValue{Parallelism: fc.Parallelism, Rate: fc.Rate}
 	if fc.Period > 0 {
-		items = append(items, "period="+seconds(fc.Period))
+		v.Period = (fc.Period + time.Second - 1).Truncate(time.Second)
 	}
-	return strings.Join(items, ", ")
+	return v.String()
 }
 
 // PublishResult is the server's answer to one published message.
-type PublishResult struct {
-	// MessageID is the new message, or the original one when Deduplicated.
-	MessageID string `json:"messageId"`
-	// URL is the destination as stored.
-	URL string `json:"url,omitempty"`
-	// Deduplicated is true when an earlier message with the same dedup id was found.
-	Deduplicated bool `json:"deduplicated,omitempty"`
-}
+type PublishResult = wire.PublishResult
 
 // Publish publishes one message (POST /v2/publish/<url>). The answer comes once the
 // message is stored durably.
@@ -114,7 +102,7 @@ func (c *Client) Publish(ctx context.Context, req PublishRequest) (PublishResult
 // PublishJSON publishes v encoded as JSON with Content-Type application/json; req.Body and
 // req.ContentType are replaced.
 func (c *Client) PublishJSON(ctx context.Context, req PublishRequest, v any) (PublishResult, error) {
-	body, err := marshalJSON(v)
+	body, err := wire.CompactJSON(v)
 	if err != nil {
 		return PublishResult{}, fmt.Errorf("sdk: PublishJSON: encode body: %w", err)
 	}
@@ -150,12 +138,7 @@ func (c *Client) publishTo(ctx context.Context, prefix string, req PublishReques
 }
 
 // batchEntry is one element of the POST /v2/batch body.
-type batchEntry struct {
-	Destination string            `json:"destination"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	Body        string            `json:"body,omitempty"`
-	Queue       string            `json:"queue,omitempty"`
-}
+type batchEntry = wire.BatchEntry
 
 // Batch publishes several messages atomically (POST /v2/batch): either all are stored or
 // none is. The results are in the order of reqs. Bodies must be valid UTF-8 (the batch is

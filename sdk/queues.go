@@ -3,19 +3,13 @@ package sdk
 import (
 	"context"
 	"net/http"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Queue is a named queue: its messages are delivered in order, at most Parallelism at
 // once.
-type Queue struct {
-	Name        string `json:"name"`
-	Parallelism int    `json:"parallelism"`
-	Paused      bool   `json:"paused"`
-	// Lag is the number of messages of the queue parked or in flight.
-	Lag       int   `json:"lag"`
-	CreatedAt int64 `json:"createdAt"` // unix ms
-	UpdatedAt int64 `json:"updatedAt"` // unix ms
-}
+type Queue = wire.Queue
 
 // QueueConfig creates or updates a queue.
 type QueueConfig struct {

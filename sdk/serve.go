@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // RouteFunc is a workflow: it calls steps on ctx and returns the run's result, which is
@@ -115,7 +117,7 @@ type finish struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Upstash-Workflow-Sdk-Version", "1")
+	w.Header().Set(wire.HeaderWorkflowSdkVersion, wire.SdkVersion)
 	if h.clientErr != nil {
 		h.fail(w, http.StatusInternalServerError, h.clientErr)
 		return
@@ -126,7 +128,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.cfg.receiver != nil {
-		if err := h.cfg.receiver.Verify(r.Header.Get("Upstash-Signature"), body, ""); err != nil {
+		if err := h.cfg.receiver.Verify(r.Header.Get(wire.HeaderSignature), body, ""); err != nil {
 			h.fail(w, http.StatusInternalServerError, fmt.Errorf("failed to verify that the workflow request comes from Duraton/QStash: %w", err))
 			return
 		}
@@ -134,13 +136,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &Context{h: h, r: r, URL: h.workflowURL(r)}
 	c.readDeliveryHeaders(r.Header)
 	switch {
-	case r.Header.Get("Upstash-Workflow-Failure-Callback") == "true":
+	case r.Header.Get(wire.HeaderWorkflowFailureCallback) == "true":
 		h.serveFailure(w, c, body)
-	case r.Header.Get("Upstash-Workflow-Callback") == "true":
+	case r.Header.Get(wire.HeaderWorkflowCallback) == "true":
 		h.serveCallback(w, c, body)
-	case r.Header.Get("Upstash-Workflow-Sdk-Version") == "":
+	case r.Header.Get(wire.HeaderWorkflowSdkVersion) == "":
 		h.selfTrigger(w, r, c, body)
-	case r.Header.Get("Upstash-Workflow-Sdk-Version") != "1":
+	case r.Header.Get(wire.HeaderWorkflowSdkVersion) != wire.SdkVersion:
 		h.fail(w, http.StatusInternalServerError, errors.New("incompatible workflow sdk protocol version"))
 	default:
 		h.serveStep(w, c, body)
@@ -151,7 +153,7 @@ func (h *handler) workflowURL(r *http.Request) string {
 	if h.cfg.workflowURL != "" {
 		return h.cfg.workflowURL
 	}
-	if u := r.Header.Get("Upstash-Workflow-Url"); u != "" {
+	if u := r.Header.Get(wire.HeaderWorkflowURL); u != "" {
 		return u
 	}
 	scheme := "http"
@@ -217,7 +219,8 @@ func (h *handler) selfTrigger(w http.ResponseWriter, r *http.Request, c *Context
 	headers := http.Header{}
 	for k, v := range r.Header {
 		lk := strings.ToLower(k)
-		if strings.HasPrefix(lk, "upstash-") || strings.HasPrefix(lk, "x-forwarded-") || isHopByHop(lk) || lk == "authorization" {
+		// Accept-Encoding is Go's own transport's business, not the run's.
+		if strings.HasPrefix(lk, "upstash-") || strings.HasPrefix(lk, "x-forwarded-") || wire.IsHopByHop(k) || lk == "accept-encoding" || lk == "authorization" {
 			continue
 		}
 		headers[k] = v
@@ -230,26 +233,9 @@ func (h *handler) selfTrigger(w http.ResponseWriter, r *http.Request, c *Context
 	h.ok(w, res.RunID, "success")
 }
 
-func isHopByHop(lower string) bool {
-	switch lower {
-	case "host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te", "trailer", "expect", "proxy-connection", "accept-encoding":
-		return true
-	}
-	return false
-}
-
-// callbackPayload is the body of a call's callback delivery (protocol §4.4).
-type callbackPayload struct {
-	Status     int                 `json:"status"`
-	Header     map[string][]string `json:"header"`
-	Body       string              `json:"body"`
-	Retried    int                 `json:"retried"`
-	MaxRetries int                 `json:"maxRetries"`
-}
-
 // serveCallback turns the last attempt of a context.Call into the call's step result.
 func (h *handler) serveCallback(w http.ResponseWriter, c *Context, body []byte) {
-	var cb callbackPayload
+	var cb wire.CallbackPayload
 	if err := json.Unmarshal(body, &cb); err != nil {
 		h.fail(w, http.StatusInternalServerError, fmt.Errorf("call callback body: %w", err))
 		return
@@ -259,10 +245,10 @@ func (h *handler) serveCallback(w http.ResponseWriter, c *Context, body []byte) 
 		return
 	}
 	respBody, _ := base64.StdEncoding.DecodeString(cb.Body)
-	id, _ := strconv.Atoi(c.r.Header.Get("Upstash-Workflow-Stepid"))
-	concurrent, _ := strconv.Atoi(c.r.Header.Get("Upstash-Workflow-Concurrent"))
+	id, _ := strconv.Atoi(c.r.Header.Get(wire.HeaderWorkflowStepID))
+	concurrent, _ := strconv.Atoi(c.r.Header.Get(wire.HeaderWorkflowConcurrent))
 	out, _ := json.Marshal(CallResponse{Status: cb.Status, Body: respBody, Header: cb.Header})
-	step := stepObject(id, c.r.Header.Get("Upstash-Workflow-Stepname"), "Call", string(out), max(concurrent, 1))
+	step := stepObject(id, c.r.Header.Get(wire.HeaderWorkflowStepName), "Call", string(out), max(concurrent, 1))
 	if err := h.publishSteps(c, []stepMessage{{body: step}}); err != nil {
 		h.failRoute(w, err)
 		return
@@ -270,23 +256,13 @@ func (h *handler) serveCallback(w http.ResponseWriter, c *Context, body []byte) 
 	h.ok(w, c.RunID, "fromCallback")
 }
 
-// failurePayload is the body of a failure callback (protocol §4.5).
-type failurePayload struct {
-	Status        int                 `json:"status"`
-	Header        map[string][]string `json:"header"`
-	Body          string              `json:"body"`
-	URL           string              `json:"url"`
-	SourceBody    string              `json:"sourceBody"`
-	WorkflowRunID string              `json:"workflowRunId"`
-}
-
 func (h *handler) serveFailure(w http.ResponseWriter, c *Context, body []byte) {
 	if h.cfg.failure == nil {
-		w.Header().Set("Upstash-Workflow-Failure-Callback-Notfound", "true")
+		w.Header().Set(wire.HeaderWorkflowFailureCallbackNotFound, "true")
 		h.ok(w, c.RunID, "failure-callback-undefined")
 		return
 	}
-	var p failurePayload
+	var p wire.CallbackPayload
 	if err := json.Unmarshal(body, &p); err != nil {
 		h.fail(w, http.StatusInternalServerError, fmt.Errorf("failure callback body: %w", err))
 		return
@@ -329,15 +305,15 @@ func (h *handler) failRoute(w http.ResponseWriter, err error) {
 	var api *APIError
 	switch {
 	case errors.As(err, &nr):
-		w.Header().Set("Upstash-NonRetryable-Error", "true")
+		w.Header().Set(wire.HeaderNonRetryableError, "true")
 		h.fail(w, 489, err)
 	case errors.As(err, &ra):
-		w.Header().Set("Retry-After", strconv.Itoa(int(ra.after.Round(time.Second)/time.Second)))
+		w.Header().Set(wire.HeaderRetryAfter, strconv.Itoa(int(ra.after.Round(time.Second)/time.Second)))
 		h.fail(w, http.StatusTooManyRequests, err)
 	case errors.As(err, &api) && api.Status == http.StatusBadRequest:
 		h.ok(w, "", "workflow-already-ended")
 	case errors.As(err, &api) && api.Status == http.StatusPreconditionFailed:
-		w.Header().Set("Upstash-NonRetryable-Error", "true")
+		w.Header().Set(wire.HeaderNonRetryableError, "true")
 		h.fail(w, 489, err)
 	default:
 		h.fail(w, http.StatusInternalServerError, err)

@@ -11,10 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// featureSet is what the SDKs announce on workflow messages (protocol §3.2).
-const featureSet = "LazyFetch,InitialBody,WF_DetectTrigger,WF_TriggerOnConfig"
+	"github.com/duraton/duraton/sdk/wire"
+)
 
 // stepMessage is one message a step publishes: a step object to the workflow URL (or,
 // for a call, a request to a third party), with extra headers.
@@ -30,20 +29,15 @@ func (c *Context) stepHeaders() map[string]string {
 	return map[string]string{
 		"upstash-workflow-init": "false", "upstash-workflow-runid": c.RunID, "upstash-workflow-url": c.URL,
 		"upstash-workflow-sdk-version": "1", "upstash-forward-upstash-workflow-sdk-version": "1",
-		"upstash-feature-set": featureSet, "upstash-method": "POST", "content-type": "application/json",
+		"upstash-feature-set": wire.FeatureSet, "upstash-method": "POST", "content-type": "application/json",
 	}
 }
 
 // publishSteps publishes step messages in one /v2/batch request.
 func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
-	type entry struct {
-		Destination string            `json:"destination"`
-		Headers     map[string]string `json:"headers"`
-		Body        *string           `json:"body,omitempty"`
-	}
-	entries := make([]entry, len(msgs))
+	entries := make([]wire.BatchEntry, len(msgs))
 	for i, m := range msgs {
-		e := entry{Destination: c.URL, Headers: c.stepHeaders()}
+		e := wire.BatchEntry{Destination: c.URL, Headers: c.stepHeaders()}
 		if m.destination != "" {
 			e.Destination = m.destination
 		}
@@ -57,15 +51,13 @@ func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
 		switch b := m.body.(type) {
 		case nil:
 		case []byte:
-			s := string(b)
-			e.Body = &s
+			e.Body = string(b)
 		default:
 			raw, err := json.Marshal(b)
 			if err != nil {
 				return err
 			}
-			s := string(raw)
-			e.Body = &s
+			e.Body = string(raw)
 		}
 		entries[i] = e
 	}
@@ -73,7 +65,7 @@ func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
 	if err != nil {
 		return err
 	}
-	return h.client.do(c.requestContext(), http.MethodPost, "/v2/batch", nil, http.Header{"Content-Type": {"application/json"}}, raw, nil)
+	return h.client.do(c.requestContext(), http.MethodPost, "/v2/batch", nil, http.Header{wire.HeaderContentType: {"application/json"}}, raw, nil)
 }
 
 // schedule publishes msgs and stops the route for this delivery.
@@ -233,7 +225,7 @@ func (c *Context) Call(name string, req CallRequest) (CallResponse, error) {
 		"upstash-workflow-url": c.URL, "upstash-feature-set": "WF_NoDelete,InitialBody", "upstash-method": method,
 		"upstash-retries": strconv.Itoa(req.Retries), "upstash-forward-upstash-workflow-sdk-version": "",
 		"upstash-callback": c.URL, "upstash-callback-workflow-runid": c.RunID, "upstash-callback-workflow-calltype": "fromCallback",
-		"upstash-callback-workflow-init": "false", "upstash-callback-workflow-url": c.URL, "upstash-callback-feature-set": featureSet,
+		"upstash-callback-workflow-init": "false", "upstash-callback-workflow-url": c.URL, "upstash-callback-feature-set": wire.FeatureSet,
 		"upstash-callback-forward-upstash-workflow-callback": "true", "upstash-callback-forward-upstash-workflow-stepid": strconv.Itoa(id),
 		"upstash-callback-forward-upstash-workflow-stepname": name, "upstash-callback-forward-upstash-workflow-steptype": "Call",
 		"upstash-callback-forward-upstash-workflow-concurrent": "1", "content-type": "application/json",
@@ -345,13 +337,7 @@ func userIDOf(token string) string {
 }
 
 // WebhookCall is the request that called a webhook.
-type WebhookCall struct {
-	Method string              `json:"method"`
-	Header map[string][]string `json:"header"`
-	Body   []byte              `json:"body"`
-	Host   string              `json:"host"`
-	URL    string              `json:"url"`
-}
+type WebhookCall = wire.WebhookCall
 
 // WaitForWebhook waits until the webhook is called (or timeout passes).
 func (c *Context) WaitForWebhook(name string, hook Webhook, timeout time.Duration) (WebhookCall, bool, error) {

@@ -4,17 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // WorkflowDLQMessage is a dead letter of a workflow run: the failed delivery plus its run.
-type WorkflowDLQMessage struct {
-	DLQMessage
-	RunID string `json:"workflowRunId"`
-	// WorkflowURL is empty (and WorkflowCreatedAt 0) when the run no longer exists.
-	WorkflowURL         string           `json:"workflowUrl"`
-	WorkflowCreatedAt   int64            `json:"workflowCreatedAt"`
-	FailureCallbackInfo *FailureCallback `json:"failureCallbackInfo,omitempty"`
-}
+type WorkflowDLQMessage = wire.WorkflowDLQMessage
 
 // WorkflowDLQRequest selects one page of workflow dead letters. Empty fields match all.
 type WorkflowDLQRequest struct {
@@ -32,16 +27,10 @@ type WorkflowDLQRequest struct {
 }
 
 // WorkflowDLQPage is one page of workflow dead letters, newest first.
-type WorkflowDLQPage struct {
-	Cursor   string               `json:"cursor,omitempty"`
-	Messages []WorkflowDLQMessage `json:"messages"`
-}
+type WorkflowDLQPage = wire.WorkflowDLQPage
 
 // RunRef names a workflow run.
-type RunRef struct {
-	RunID     string `json:"workflowRunId"`
-	CreatedAt int64  `json:"workflowCreatedAt"` // unix ms
-}
+type RunRef = wire.RunRef
 
 // WorkflowDLQ lists one page of the dead letters of workflow runs (GET /v2/workflows/dlq).
 func (c *Client) WorkflowDLQ(ctx context.Context, req WorkflowDLQRequest) (WorkflowDLQPage, error) {
@@ -77,9 +66,7 @@ func (c *Client) resumeOrRestart(ctx context.Context, call, path string, dlqIDs 
 	}
 	q := url.Values{}
 	addQuery(q, "dlqIds", dlqIDs)
-	var out struct {
-		Runs []RunRef `json:"workflowRuns"`
-	}
+	var out wire.ResumeResult
 	err := c.do(ctx, http.MethodPost, path, q, nil, nil, &out)
 	return out.Runs, err
 }
@@ -92,9 +79,7 @@ func (c *Client) DeleteWorkflowDLQ(ctx context.Context, dlqIDs ...string) (int, 
 	}
 	q := url.Values{}
 	addQuery(q, "dlqIds", dlqIDs)
-	var out struct {
-		Deleted int `json:"deleted"`
-	}
+	var out wire.DeleteResult
 	err := c.do(ctx, http.MethodDelete, "/v2/workflows/dlq", q, nil, nil, &out)
 	return out.Deleted, err
 }

@@ -3,30 +3,16 @@ package sdk
 import (
 	"context"
 	"net/http"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Waiter is a run waiting for an event (Context.WaitForEvent).
-type Waiter struct {
-	// URL receives the resumption (empty in a lookback answer).
-	URL string `json:"url"`
-	// Deadline is when the wait times out, unix seconds (0 in a lookback answer).
-	Deadline       int64       `json:"deadline"`
-	Headers        http.Header `json:"headers"`
-	TimeoutURL     string      `json:"timeoutUrl"`
-	TimeoutBody    string      `json:"timeoutBody,omitempty"`
-	TimeoutHeaders http.Header `json:"timeoutHeaders"`
-}
+type Waiter = wire.Waiter
 
 // NotifyResult is one run resumed by a notify, or (NotifyRun, lookback) the run the
 // event was kept for, with an empty MessageID.
-type NotifyResult struct {
-	Waiter    Waiter `json:"waiter"`
-	MessageID string `json:"messageId"`
-	Error     string `json:"error"`
-	RunID     string `json:"workflowRunId,omitempty"`
-	// RunCreatedAt is the run's creation time, unix ms, when the server says it.
-	RunCreatedAt int64 `json:"workflowCreatedAt,omitempty"`
-}
+type NotifyResult = wire.NotifyResult
 
 // Notify delivers data to every run waiting for eventID (POST /v2/notify/{eventId}) and
 // returns one result per run resumed; none when nobody waits (the event is not kept).

@@ -2,18 +2,19 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Workflow run states (RunLog.State, RunLogsRequest.State).
 const (
-	RunStarted  = "RUN_STARTED"
-	RunSuccess  = "RUN_SUCCESS"
-	RunFailed   = "RUN_FAILED"
-	RunCanceled = "RUN_CANCELED"
+	RunStarted  = wire.RunStarted
+	RunSuccess  = wire.RunSuccess
+	RunFailed   = wire.RunFailed
+	RunCanceled = wire.RunCanceled
 )
 
 // CancelRequest selects the live workflow runs Cancel cancels: RunIDs, or the runs
@@ -47,9 +48,7 @@ func (c *Client) Cancel(ctx context.Context, req CancelRequest) (int, error) {
 		return 0, errNoSelection("Cancel")
 	}
 	setInt(q, "count", req.Count)
-	var out struct {
-		Cancelled int `json:"cancelled"`
-	}
+	var out wire.CancelResult
 	err := c.do(ctx, http.MethodDelete, "/v2/workflows/runs", q, nil, nil, &out)
 	return out.Cancelled, err
 }
@@ -80,104 +79,23 @@ type RunLogsRequest struct {
 	Count int
 }
 
-// RunLogsPage is one page of workflow runs, newest first. Cursor is empty on the last
-// page.
-type RunLogsPage struct {
-	Cursor string   `json:"cursor,omitempty"`
-	Runs   []RunLog `json:"runs"`
-}
-
-// RunLog is one workflow run with its steps (the WorkflowRunLog of the workflow SDK).
-// Times are unix milliseconds.
-type RunLog struct {
-	RunID       string `json:"workflowRunId"`
-	URL         string `json:"workflowUrl"`
-	State       string `json:"workflowState"`
-	CreatedAt   int64  `json:"workflowRunCreatedAt"`
-	CompletedAt int64  `json:"workflowRunCompletedAt,omitempty"`
-	// Response is the run's return value as the endpoint sent it (nil: none).
-	Response *string `json:"workflowRunResponse,omitempty"`
-	// Steps are the run's steps in order, grouped: a "sequential" group holds one step,
-	// a "parallel" group the branches that ran together.
-	Steps  []StepGroup `json:"steps"`
-	Label  string      `json:"label,omitempty"`
-	Labels []string    `json:"labels,omitempty"`
-	// DLQID is the run's dead letter, when it failed.
-	DLQID           string           `json:"dlqId,omitempty"`
-	Invoker         *RunInvoker      `json:"invoker,omitempty"`
-	FailureFunction *FailureCallback `json:"failureFunction,omitempty"`
-	// Waiting is set while a delivery of the live run is held by flow control.
-	Waiting *Waiting `json:"waiting,omitempty"`
-}
-
-// StepGroup is a group of steps of a run log.
-type StepGroup struct {
-	Type  string    `json:"type"` // "sequential" or "parallel"
-	Steps []StepLog `json:"steps"`
-}
-
-// StepLog is one step as the endpoint's SDK sent it (every field kept as raw JSON) plus
-// the log fields messageId, callType, state and createdAt. The initial payload is step 0
-// (stepType "Initial"). Use the accessors, or json.Unmarshal a field into your own type.
-type StepLog map[string]json.RawMessage
-
-// StepID is the step's "stepId" (0 when absent).
-func (s StepLog) StepID() int {
-	var n int
-	s.get("stepId", &n)
-	return n
-}
-
-// StepName is the step's "stepName".
-func (s StepLog) StepName() string { return s.str("stepName") }
-
-// StepType is the step's "stepType", e.g. Initial, Run, SleepFor, Call, Wait.
-func (s StepLog) StepType() string { return s.str("stepType") }
-
-// MessageID is the message that recorded the step.
-func (s StepLog) MessageID() string { return s.str("messageId") }
-
-// CallType is the step's "callType": step, toCallback or fromCallback.
-func (s StepLog) CallType() string { return s.str("callType") }
-
-// CreatedAt is when the step was recorded, unix ms.
-func (s StepLog) CreatedAt() int64 {
-	var n int64
-	s.get("createdAt", &n)
-	return n
-}
-
-// Out is the step's result as raw JSON (nil when absent). For a Run step it is usually a
-// JSON string holding the JSON the step returned.
-func (s StepLog) Out() json.RawMessage { return s["out"] }
-
-func (s StepLog) str(key string) string {
-	var v string
-	s.get(key, &v)
-	return v
-}
-
-func (s StepLog) get(key string, v any) {
-	if raw, ok := s[key]; ok {
-		_ = json.Unmarshal(raw, v) // a field of another type reads as the zero value
-	}
-}
-
-// RunInvoker is the run that invoked this one (context.Invoke).
-type RunInvoker struct {
-	RunID     string `json:"workflowRunId"`
-	URL       string `json:"workflowUrl"`
-	CreatedAt int64  `json:"workflowRunCreatedAt"`
-}
-
-// FailureCallback is the state of a run's failure callback (failure function).
-type FailureCallback struct {
-	MessageID string `json:"messageId"`
-	URL       string `json:"url"`
-	// State is CALLBACK_INPROGRESS, CALLBACK_SUCCESS or CALLBACK_FAIL.
-	State string `json:"state"`
-	DLQID string `json:"dlqId,omitempty"`
-}
+// The JSON types of run logs are the protocol's own (package wire); the SDK re-exports
+// them.
+type (
+	// RunLogsPage is one page of workflow runs, newest first. Cursor is empty on the last
+	// page.
+	RunLogsPage = wire.RunLogsPage
+	// RunLog is one workflow run with its steps (the WorkflowRunLog of the workflow SDK).
+	RunLog = wire.RunLog
+	// StepGroup is a group of steps of a run log.
+	StepGroup = wire.StepGroup
+	// StepLog is one step of a run log, every field kept as raw JSON; see its accessors.
+	StepLog = wire.StepLog
+	// RunInvoker is the run that invoked this one (Context.Invoke).
+	RunInvoker = wire.RunInvoker
+	// FailureCallback is the state of a run's failure callback (failure function).
+	FailureCallback = wire.FailureCallback
+)
 
 // RunLogs lists one page of workflow runs with their steps (GET /v2/workflows/events).
 func (c *Client) RunLogs(ctx context.Context, req RunLogsRequest) (RunLogsPage, error) {

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Workflow trigger constants (protocol §5.1).
 const (
 	// RunIDPrefix starts every workflow run id.
 	RunIDPrefix = "wfr_"
-	// triggerFeatureSet is the Upstash-Feature-Set of workflow messages.
-	triggerFeatureSet = "LazyFetch,InitialBody,WF_DetectTrigger,WF_TriggerOnConfig"
 	// defaultRunRetries is the server's retry default; the official SDK omits it.
 	defaultRunRetries = 3
 )
@@ -110,7 +110,7 @@ func triggerEntry(req *TriggerRequest) (batchEntry, string, error) {
 	body := req.Body
 	if body == nil && req.BodyJSON != nil {
 		var err error
-		if body, err = marshalJSON(req.BodyJSON); err != nil {
+		if body, err = wire.CompactJSON(req.BodyJSON); err != nil {
 			return batchEntry{}, "", fmt.Errorf("sdk: Trigger: encode body: %w", err)
 		}
 	}
@@ -133,7 +133,7 @@ func triggerEntry(req *TriggerRequest) (batchEntry, string, error) {
 		"upstash-workflow-init":                        "true",
 		"upstash-workflow-runid":                       runID,
 		"upstash-workflow-url":                         req.URL,
-		"upstash-feature-set":                          triggerFeatureSet,
+		"upstash-feature-set":                          wire.FeatureSet,
 		"upstash-workflow-sdk-version":                 "1",
 		"upstash-forward-upstash-workflow-sdk-version": "1",
 		"upstash-method":                               http.MethodPost,
@@ -145,7 +145,7 @@ func triggerEntry(req *TriggerRequest) (batchEntry, string, error) {
 		"upstash-failure-callback-workflow-init":                             "false",
 		"upstash-failure-callback-workflow-url":                              req.URL,
 		"upstash-failure-callback-workflow-calltype":                         "failureCall",
-		"upstash-failure-callback-feature-set":                               triggerFeatureSet,
+		"upstash-failure-callback-feature-set":                               wire.FeatureSet,
 	}
 	// set puts a run setting on the trigger and mirrors it on the failure callback.
 	set := func(name, value string) {

@@ -35,7 +35,7 @@ func TestAPIPublish(t *testing.T) {
 			"Upstash-Method", "PUT",
 			"Upstash-Label", "a,b")
 		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		res := decodeJSON[publishResponse](t, r)
+		res := decodeJSON[wire.PublishResult](t, r)
 		require.NotEmpty(t, res.MessageID)
 		require.Equal(t, dest, res.URL)
 		require.False(t, res.Deduplicated)
@@ -86,10 +86,10 @@ func TestAPIPublish(t *testing.T) {
 	t.Run("deduplication id", func(t *testing.T) {
 		t.Parallel()
 		dest := env.Endpoint.URL("/dedup")
-		first := decodeJSON[publishResponse](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("x"), "Upstash-Deduplication-Id", "d-1", "Upstash-Delay", "1h"))
+		first := decodeJSON[wire.PublishResult](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("x"), "Upstash-Deduplication-Id", "d-1", "Upstash-Delay", "1h"))
 		r := env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("x"), "Upstash-Deduplication-Id", "d-1", "Upstash-Delay", "1h")
 		require.Equal(t, http.StatusCreated, r.Status)
-		second := decodeJSON[publishResponse](t, r)
+		second := decodeJSON[wire.PublishResult](t, r)
 		require.True(t, second.Deduplicated)
 		require.Equal(t, first.MessageID, second.MessageID)
 	})
@@ -98,9 +98,9 @@ func TestAPIPublish(t *testing.T) {
 		t.Parallel()
 		dest := env.Endpoint.URL("/cbd")
 		h := []string{"Upstash-Content-Based-Deduplication", "true", "Upstash-Delay", "1h"}
-		a := decodeJSON[publishResponse](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("same"), h...))
-		b := decodeJSON[publishResponse](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("same"), h...))
-		c := decodeJSON[publishResponse](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("other"), h...))
+		a := decodeJSON[wire.PublishResult](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("same"), h...))
+		b := decodeJSON[wire.PublishResult](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("same"), h...))
+		c := decodeJSON[wire.PublishResult](t, env.call(t, http.MethodPost, "/v2/publish/"+dest, []byte("other"), h...))
 		require.True(t, b.Deduplicated)
 		require.Equal(t, a.MessageID, b.MessageID)
 		require.False(t, c.Deduplicated)
@@ -123,10 +123,10 @@ func TestAPIPublish(t *testing.T) {
 			"Upstash-Flow-Control-Value", "parallelism=2, rate=10, period=1m")
 		r := env.call(t, http.MethodGet, "/v2/messages/"+id, nil)
 		require.Equal(t, http.StatusOK, r.Status)
-		m := decodeJSON[messageView](t, r)
+		m := decodeJSON[wire.Message](t, r)
 		require.Equal(t, notBefore*1000, m.NotBefore)
 		require.Equal(t, 7, m.MaxRetries)
-		require.Equal(t, "1000 * (1 + retried)", m.RetryDelay)
+		require.Equal(t, "1000 * (1 + retried)", m.RetryDelayExpression)
 		require.EqualValues(t, 30, m.Timeout)
 		require.Equal(t, env.Endpoint.URL("/cb"), m.Callback)
 		require.Equal(t, env.Endpoint.URL("/fcb"), m.FailureCallback)
@@ -157,7 +157,7 @@ func TestAPIBatch(t *testing.T) {
 	require.NoError(t, err)
 	r := env.call(t, http.MethodPost, "/v2/batch", raw, "Content-Type", "application/json")
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	answers := decodeJSON[[]publishResponse](t, r)
+	answers := decodeJSON[[]wire.PublishResult](t, r)
 	require.Len(t, answers, len(entries))
 	for i, a := range answers {
 		require.Equal(t, dests[i], a.URL, "answers are in request order")
@@ -178,7 +178,7 @@ func TestAPIBatch(t *testing.T) {
 	got3 := env.Endpoint.waitMessage(t, answers[3].MessageID)
 	require.Equal(t, []byte("three"), got3.Body)
 
-	m := decodeJSON[messageView](t, env.call(t, http.MethodGet, "/v2/messages/"+answers[2].MessageID, nil))
+	m := decodeJSON[wire.Message](t, env.call(t, http.MethodGet, "/v2/messages/"+answers[2].MessageID, nil))
 	require.Greater(t, m.NotBefore, time.Now().Add(50*time.Minute).UnixMilli(), "lower-case upstash-delay honoured")
 	require.Equal(t, []string{"later"}, m.Labels)
 	require.Zero(t, env.Endpoint.deliveriesOf(answers[2].MessageID))
@@ -200,7 +200,7 @@ func TestAPIQueues(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Empty(t, r.Body)
 
-	q := decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil))
+	q := decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil))
 	require.Equal(t, "orders", q.Name)
 	require.Equal(t, 2, q.Parallelism)
 	require.False(t, q.Paused)
@@ -208,7 +208,7 @@ func TestAPIQueues(t *testing.T) {
 	require.NotZero(t, q.CreatedAt)
 
 	require.Equal(t, http.StatusOK, env.call(t, http.MethodPost, "/v2/queues", []byte(`{"queueName":"other"}`), jsonCT...).Status)
-	list := decodeJSON[[]queueView](t, env.call(t, http.MethodGet, "/v2/queues", nil))
+	list := decodeJSON[[]wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues", nil))
 	names := []string{}
 	for _, q := range list {
 		names = append(names, q.Name)
@@ -224,30 +224,30 @@ func TestAPIQueues(t *testing.T) {
 	dest := env.Endpoint.URL("/q//x?k=v")
 	r = env.call(t, http.MethodPost, "/v2/enqueue/orders/"+dest, []byte("e1"))
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	id := decodeJSON[publishResponse](t, r).MessageID
+	id := decodeJSON[wire.PublishResult](t, r).MessageID
 	got := env.Endpoint.waitMessage(t, id)
 	require.Equal(t, dest, got.URL)
 	require.NoError(t, verifySignature(got, testCurrentKey, testNextKey))
 	require.Equal(t, "orders", env.logs(t, "messageIds="+id+"&state=CREATED").Events[0].QueueName)
 	eventually(t, "the first message's queue slot released", func() bool {
-		return decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Lag == 0
+		return decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Lag == 0
 	})
 
 	// Pause: a message waits in the queue until resume.
 	require.Equal(t, http.StatusOK, env.call(t, http.MethodPost, "/v2/queues/orders/pause", nil).Status)
-	require.True(t, decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Paused)
-	id = decodeJSON[publishResponse](t, env.call(t, http.MethodPost, "/v2/enqueue/orders/"+env.Endpoint.URL("/paused"), []byte("p"))).MessageID
+	require.True(t, decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Paused)
+	id = decodeJSON[wire.PublishResult](t, env.call(t, http.MethodPost, "/v2/enqueue/orders/"+env.Endpoint.URL("/paused"), []byte("p"))).MessageID
 	eventually(t, "the message parked in the paused queue", func() bool {
-		return decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Lag == 1
+		return decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Lag == 1
 	})
 	require.Zero(t, env.Endpoint.deliveriesOf(id), "a paused queue delivers nothing")
 	require.Equal(t, http.StatusOK, env.call(t, http.MethodPost, "/v2/queues/orders/resume", nil).Status)
-	require.False(t, decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Paused)
+	require.False(t, decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil)).Paused)
 	env.Endpoint.waitMessage(t, id)
 
 	// Upsert keeps createdAt and changes settings.
 	require.Equal(t, http.StatusOK, env.call(t, http.MethodPost, "/v2/queues", []byte(`{"queueName":"orders","parallelism":5,"paused":true}`), jsonCT...).Status)
-	q2 := decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil))
+	q2 := decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/orders", nil))
 	require.Equal(t, 5, q2.Parallelism)
 	require.True(t, q2.Paused)
 	require.Equal(t, q.CreatedAt, q2.CreatedAt)
@@ -273,8 +273,8 @@ func TestAPIQueues(t *testing.T) {
 	} {
 		r := env.call(t, http.MethodPost, c.path, []byte("a"), "Upstash-Queue-Name", c.queue)
 		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		env.Endpoint.waitMessage(t, decodeJSON[publishResponse](t, r).MessageID)
-		q := decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/"+c.queue, nil))
+		env.Endpoint.waitMessage(t, decodeJSON[wire.PublishResult](t, r).MessageID)
+		q := decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/"+c.queue, nil))
 		require.Equal(t, 1, q.Parallelism)
 		require.False(t, q.Paused)
 	}
@@ -314,7 +314,7 @@ func TestAPIMessages(t *testing.T) {
 
 		r := env.call(t, http.MethodGet, "/v2/messages/"+id, nil)
 		require.Equal(t, http.StatusOK, r.Status)
-		m := decodeJSON[messageView](t, r)
+		m := decodeJSON[wire.Message](t, r)
 		require.Equal(t, id, m.MessageID)
 		require.Equal(t, dest, m.URL)
 		require.Equal(t, http.MethodPost, m.Method)
@@ -327,7 +327,7 @@ func TestAPIMessages(t *testing.T) {
 
 		r = env.call(t, http.MethodDelete, "/v2/messages/"+id, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		require.Equal(t, cancelResponse{Cancelled: 1}, decodeJSON[cancelResponse](t, r))
+		require.Equal(t, wire.CancelResult{Cancelled: 1}, decodeJSON[wire.CancelResult](t, r))
 
 		require.Equal(t, http.StatusNotFound, env.call(t, http.MethodGet, "/v2/messages/"+id, nil).Status)
 		require.Equal(t, http.StatusNotFound, env.call(t, http.MethodDelete, "/v2/messages/"+id, nil).Status)
@@ -349,18 +349,18 @@ func TestAPIMessages(t *testing.T) {
 
 		r := env.call(t, http.MethodDelete, "/v2/messages?label=bulk-a", nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		require.Equal(t, 2, decodeJSON[cancelResponse](t, r).Cancelled)
+		require.Equal(t, 2, decodeJSON[wire.CancelResult](t, r).Cancelled)
 		for _, id := range []string{a1, a2} {
 			require.Equal(t, http.StatusNotFound, env.call(t, http.MethodGet, "/v2/messages/"+id, nil).Status)
 		}
 		require.Equal(t, http.StatusOK, env.call(t, http.MethodGet, "/v2/messages/"+b, nil).Status)
 
 		r = env.call(t, http.MethodDelete, "/v2/messages?messageIds="+b+"&messageIds=msg_unknown", nil)
-		require.Equal(t, 1, decodeJSON[cancelResponse](t, r).Cancelled)
+		require.Equal(t, 1, decodeJSON[wire.CancelResult](t, r).Cancelled)
 		require.Equal(t, http.StatusNotFound, env.call(t, http.MethodGet, "/v2/messages/"+b, nil).Status)
 
 		r = env.call(t, http.MethodDelete, "/v2/messages?label=bulk-a", nil)
-		require.Equal(t, 0, decodeJSON[cancelResponse](t, r).Cancelled)
+		require.Equal(t, 0, decodeJSON[wire.CancelResult](t, r).Cancelled)
 
 		r = env.call(t, http.MethodDelete, "/v2/messages?fromDate=yesterday", nil)
 		require.Equal(t, http.StatusBadRequest, r.Status)
@@ -413,11 +413,11 @@ func TestAPILogs(t *testing.T) {
 	t.Run("events alias", func(t *testing.T) {
 		r := env.call(t, http.MethodGet, "/v2/events?label=l2", nil)
 		require.Equal(t, http.StatusOK, r.Status)
-		require.Len(t, decodeJSON[logsResponse](t, r).Events, 2)
+		require.Len(t, decodeJSON[wire.LogsPage](t, r).Events, 2)
 	})
 
 	t.Run("pages", func(t *testing.T) {
-		var seen []logView
+		var seen []wire.Log
 		cursor := ""
 		for page := 0; ; page++ {
 			require.Less(t, page, 10)
@@ -453,15 +453,15 @@ func TestAPIDLQ(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
 
-	dlq := func(t *testing.T, query string) dlqListResponse {
+	dlq := func(t *testing.T, query string) wire.DLQPage {
 		t.Helper()
 		r := env.call(t, http.MethodGet, "/v2/dlq?"+query, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		return decodeJSON[dlqListResponse](t, r)
+		return decodeJSON[wire.DLQPage](t, r)
 	}
-	waitDLQ := func(t *testing.T, messageID string) dlqView {
+	waitDLQ := func(t *testing.T, messageID string) wire.DLQMessage {
 		t.Helper()
-		var found dlqView
+		var found wire.DLQMessage
 		eventually(t, "dead letter of "+messageID, func() bool {
 			l := dlq(t, "messageId="+messageID)
 			if len(l.Messages) == 1 {
@@ -509,7 +509,7 @@ func TestAPIDLQ(t *testing.T) {
 	// Retry: a new message, delivered again (and failing again into the DLQ).
 	r := env.call(t, http.MethodPost, "/v2/dlq/retry?dlqIds="+d1.DLQID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	retried := decodeJSON[dlqRetryResponse](t, r)
+	retried := decodeJSON[wire.RetryResult](t, r)
 	require.Len(t, retried.Responses, 1)
 	newID := retried.Responses[0].MessageID
 	require.NotEqual(t, id1, newID)
@@ -522,7 +522,7 @@ func TestAPIDLQ(t *testing.T) {
 
 	r = env.call(t, http.MethodPost, "/v2/dlq/retry?dlqIds=dlq_unknown", nil)
 	require.Equal(t, http.StatusOK, r.Status)
-	require.Empty(t, decodeJSON[dlqRetryResponse](t, r).Responses)
+	require.Empty(t, decodeJSON[wire.RetryResult](t, r).Responses)
 
 	// Delete one, then the rest in bulk.
 	r = env.call(t, http.MethodDelete, "/v2/dlq/"+d3.DLQID, nil)
@@ -532,7 +532,7 @@ func TestAPIDLQ(t *testing.T) {
 
 	r = env.call(t, http.MethodDelete, "/v2/dlq", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Equal(t, dlqDeleteResponse{Deleted: 1}, decodeJSON[dlqDeleteResponse](t, r))
+	require.Equal(t, wire.DeleteResult{Deleted: 1}, decodeJSON[wire.DeleteResult](t, r))
 	require.Empty(t, dlq(t, "").Messages)
 	require.Equal(t, http.StatusBadRequest, env.call(t, http.MethodDelete, "/v2/dlq?cursor=x", nil).Status)
 	require.Equal(t, http.StatusBadRequest, env.call(t, http.MethodPost, "/v2/dlq/retry?cursor=x", nil).Status)
@@ -644,7 +644,7 @@ func TestAPIProjectsAreIsolated(t *testing.T) {
 	env.Endpoint.waitMessage(t, failed)
 	var dlqID string
 	eventually(t, "the dead letter", func() bool {
-		l := decodeJSON[dlqListResponse](t, env.call(t, http.MethodGet, "/v2/dlq", nil))
+		l := decodeJSON[wire.DLQPage](t, env.call(t, http.MethodGet, "/v2/dlq", nil))
 		if len(l.Messages) == 1 {
 			dlqID = l.Messages[0].DLQID
 			return true
@@ -664,16 +664,16 @@ func TestAPIProjectsAreIsolated(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, r.Status, "%s %s: %s", c.method, c.path, r.Body)
 	}
 	require.Empty(t, other.logs(t, "").Events)
-	require.Empty(t, decodeJSON[dlqListResponse](t, other.call(t, http.MethodGet, "/v2/dlq", nil)).Messages)
-	require.Empty(t, decodeJSON[[]queueView](t, other.call(t, http.MethodGet, "/v2/queues", nil)))
-	require.Zero(t, decodeJSON[cancelResponse](t, other.call(t, http.MethodDelete, "/v2/messages?label=mine", nil)).Cancelled)
-	require.Empty(t, decodeJSON[dlqRetryResponse](t, other.call(t, http.MethodPost, "/v2/dlq/retry?dlqIds="+dlqID, nil)).Responses)
+	require.Empty(t, decodeJSON[wire.DLQPage](t, other.call(t, http.MethodGet, "/v2/dlq", nil)).Messages)
+	require.Empty(t, decodeJSON[[]wire.Queue](t, other.call(t, http.MethodGet, "/v2/queues", nil)))
+	require.Zero(t, decodeJSON[wire.CancelResult](t, other.call(t, http.MethodDelete, "/v2/messages?label=mine", nil)).Cancelled)
+	require.Empty(t, decodeJSON[wire.RetryResult](t, other.call(t, http.MethodPost, "/v2/dlq/retry?dlqIds="+dlqID, nil)).Responses)
 	require.NotEqual(t, testCurrentKey, decodeJSON[keysResponse](t, other.call(t, http.MethodGet, "/v2/keys", nil)).Current)
 
 	// Everything is still there for its owner.
 	require.Equal(t, http.StatusOK, env.call(t, http.MethodGet, "/v2/messages/"+delayed, nil).Status)
-	require.False(t, decodeJSON[queueView](t, env.call(t, http.MethodGet, "/v2/queues/mine", nil)).Paused)
-	require.Len(t, decodeJSON[dlqListResponse](t, env.call(t, http.MethodGet, "/v2/dlq", nil)).Messages, 1)
+	require.False(t, decodeJSON[wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues/mine", nil)).Paused)
+	require.Len(t, decodeJSON[wire.DLQPage](t, env.call(t, http.MethodGet, "/v2/dlq", nil)).Messages, 1)
 }
 
 // badInput is a request that must be refused without changing anything.
@@ -707,7 +707,7 @@ func checkRefused(t *testing.T, env *apiEnv, dest string, cases []badInput) {
 		})
 	}
 	require.Empty(t, env.Endpoint.all(), "a refused request delivers nothing")
-	require.Empty(t, decodeJSON[[]queueView](t, env.call(t, http.MethodGet, "/v2/queues", nil)), "a refused request creates no queue")
+	require.Empty(t, decodeJSON[[]wire.Queue](t, env.call(t, http.MethodGet, "/v2/queues", nil)), "a refused request creates no queue")
 }
 
 func TestAPIBadInput(t *testing.T) {

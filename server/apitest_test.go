@@ -29,6 +29,7 @@ import (
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/storagetest"
 )
@@ -151,7 +152,7 @@ type apiResponse struct {
 // errorMessage decodes an {"error": "..."} body.
 func (r apiResponse) errorMessage(t *testing.T) string {
 	t.Helper()
-	var e errorBody
+	var e wire.ErrorBody
 	require.NoError(t, json.Unmarshal(r.Body, &e), "error body %s", r.Body)
 	return e.Error
 }
@@ -205,15 +206,15 @@ func (e *apiEnv) publish(t *testing.T, dest string, body []byte, header ...strin
 	t.Helper()
 	r := e.call(t, http.MethodPost, "/v2/publish/"+dest, body, header...)
 	require.Equal(t, http.StatusCreated, r.Status, "publish: %s", r.Body)
-	return decodeJSON[publishResponse](t, r).MessageID
+	return decodeJSON[wire.PublishResult](t, r).MessageID
 }
 
 // logs lists the log events matching query (e.g. "messageIds=x&state=DELIVERED").
-func (e *apiEnv) logs(t *testing.T, query string) logsResponse {
+func (e *apiEnv) logs(t *testing.T, query string) wire.LogsPage {
 	t.Helper()
 	r := e.call(t, http.MethodGet, "/v2/logs?"+query, nil)
 	require.Equal(t, http.StatusOK, r.Status, "logs: %s", r.Body)
-	return decodeJSON[logsResponse](t, r)
+	return decodeJSON[wire.LogsPage](t, r)
 }
 
 // eventually waits, through the test kit's poller, until the API shows cond.

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // dlqHandlers serve the dead-letter queue.
@@ -24,21 +25,6 @@ func (h *dlqHandlers) register(g *echo.Group) {
 	g.DELETE("/dlq/:id", h.deleteOne)
 	g.DELETE("/dlq", h.deleteMany)
 	g.POST("/dlq/retry", h.retry)
-}
-
-type dlqListResponse struct {
-	Cursor   string    `json:"cursor,omitempty"`
-	Messages []dlqView `json:"messages"`
-}
-
-type dlqDeleteResponse struct {
-	Deleted int    `json:"deleted"`
-	Cursor  string `json:"cursor,omitempty"`
-}
-
-type dlqRetryResponse struct {
-	Responses []publishResponse `json:"responses"`
-	Cursor    string            `json:"cursor,omitempty"`
 }
 
 // selection resolves a list or bulk request to one page of dead letters.
@@ -72,7 +58,7 @@ func (h *dlqHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := dlqListResponse{Cursor: next, Messages: make([]dlqView, len(entries))}
+	out := wire.DLQPage{Cursor: next, Messages: make([]wire.DLQMessage, len(entries))}
 	for i := range entries {
 		out.Messages[i] = toDLQView(&entries[i])
 	}
@@ -105,7 +91,7 @@ func deleteSelected(c echo.Context, selection func(echo.Context) ([]delivery.DLQ
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, dlqDeleteResponse{Deleted: n, Cursor: next})
+	return c.JSON(http.StatusOK, wire.DeleteResult{Deleted: n, Cursor: next})
 }
 
 func (h *dlqHandlers) retry(c echo.Context) error {
@@ -117,9 +103,9 @@ func (h *dlqHandlers) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := dlqRetryResponse{Cursor: next, Responses: make([]publishResponse, len(ids))}
+	out := wire.RetryResult{Cursor: next, Responses: make([]wire.PublishResult, len(ids))}
 	for i, id := range ids {
-		out.Responses[i] = publishResponse{MessageID: id}
+		out.Responses[i] = wire.PublishResult{MessageID: id}
 	}
 	return c.JSON(http.StatusOK, out)
 }

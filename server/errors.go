@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // apiError is an error with the HTTP status it answers with. Its message is safe to show
@@ -33,11 +34,6 @@ func notFound(format string, args ...any) error {
 // workflow SDK turns into a non-retryable error (protocol §1).
 func limitError(format string, args ...any) error {
 	return &apiError{status: http.StatusPreconditionFailed, msg: fmt.Sprintf(format, args...)}
-}
-
-// errorBody is the body of every error answer.
-type errorBody struct {
-	Error string `json:"error"`
 }
 
 // errorHandler is the one place that maps errors to HTTP answers.
@@ -75,7 +71,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			_ = c.NoContent(status)
 			return
 		}
-		_ = c.JSON(status, errorBody{Error: msg})
+		_ = c.JSON(status, wire.ErrorBody{Error: msg})
 	}
 }
 

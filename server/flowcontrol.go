@@ -11,6 +11,7 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // flowControlHandlers serve flow-control management (protocol §2.5).
@@ -37,25 +38,11 @@ func (h *flowControlHandlers) register(g *echo.Group) {
 	g.GET("/globalParallelism", h.global)
 }
 
-// flowControlInfo is FlowControlInfo of the QStash API. ratePeriod is in seconds,
+// toFlowControlInfo is FlowControlInfo of the QStash API: ratePeriod in seconds,
 // ratePeriodStart in unix milliseconds (0 when the window is empty).
-type flowControlInfo struct {
-	FlowControlKey      string `json:"flowControlKey"`
-	WaitListSize        int    `json:"waitListSize"`
-	ParallelismMax      int    `json:"parallelismMax"`
-	ParallelismCount    int    `json:"parallelismCount"`
-	RateMax             int    `json:"rateMax"`
-	RateCount           int    `json:"rateCount"`
-	RatePeriod          int64  `json:"ratePeriod"`
-	RatePeriodStart     int64  `json:"ratePeriodStart"`
-	IsPaused            bool   `json:"isPaused"`
-	IsPinnedParallelism bool   `json:"isPinnedParallelism"`
-	IsPinnedRate        bool   `json:"isPinnedRate"`
-}
-
-func toFlowControlInfo(i delivery.FlowInfo) flowControlInfo {
-	v := flowControlInfo{
-		FlowControlKey: i.Key, WaitListSize: i.WaitListSize,
+func toFlowControlInfo(i delivery.FlowInfo) wire.FlowControlInfo {
+	v := wire.FlowControlInfo{
+		Key: i.Key, WaitListSize: i.WaitListSize,
 		ParallelismMax: i.ParallelismMax, ParallelismCount: i.ParallelismCount,
 		RateMax: i.RateMax, RateCount: i.RateCount, RatePeriod: int64(i.RatePeriod / time.Second),
 		IsPaused: i.Paused, IsPinnedParallelism: i.PinnedParallelism, IsPinnedRate: i.PinnedRate,
@@ -72,7 +59,7 @@ func flowKeyParam(c echo.Context) (string, error) {
 	if err != nil {
 		key = c.Param("key")
 	}
-	if cfg, err := flowctl.Parse(key, "parallelism=1"); err != nil || cfg.Key != key {
+	if err := flowctl.CheckKey(key); err != nil {
 		return "", badRequest("flow-control key %q must match ^[a-zA-Z0-9\\-_.]+$ and be at most %d bytes", key, flowctl.MaxKeyLen)
 	}
 	return key, nil
@@ -80,7 +67,7 @@ func flowKeyParam(c echo.Context) (string, error) {
 
 func (h *flowControlHandlers) list(c echo.Context) error {
 	infos := h.engine.FlowKeys(projectOf(c), c.QueryParam("search"))
-	out := make([]flowControlInfo, len(infos))
+	out := make([]wire.FlowControlInfo, len(infos))
 	for i, info := range infos {
 		out[i] = toFlowControlInfo(info)
 	}
@@ -188,12 +175,7 @@ func (h *flowControlHandlers) resetRate(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-type globalParallelismResponse struct {
-	ParallelismMax   int `json:"parallelismMax"`
-	ParallelismCount int `json:"parallelismCount"`
-}
-
 func (h *flowControlHandlers) global(c echo.Context) error {
 	max, count := h.engine.GlobalParallelism(projectOf(c))
-	return c.JSON(http.StatusOK, globalParallelismResponse{ParallelismMax: max, ParallelismCount: count})
+	return c.JSON(http.StatusOK, wire.GlobalParallelism{Max: max, Count: count})
 }

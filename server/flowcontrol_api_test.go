@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // holdingEndpoint is a destination on 127.0.0.1 that keeps every request open until the
@@ -142,17 +143,17 @@ func (e *apiEnv) publishFlow(t *testing.T, dest, key, value string) string {
 }
 
 // flowKey reads a key's state.
-func (e *apiEnv) flowKey(t *testing.T, key string) flowControlInfo {
+func (e *apiEnv) flowKey(t *testing.T, key string) wire.FlowControlInfo {
 	t.Helper()
 	r := e.call(t, http.MethodGet, "/v2/flowControl/"+url.PathEscape(key), nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	return decodeJSON[flowControlInfo](t, r)
+	return decodeJSON[wire.FlowControlInfo](t, r)
 }
 
 // eventuallyFlow waits until key's state satisfies cond and returns it.
-func (e *apiEnv) eventuallyFlow(t *testing.T, key, what string, cond func(flowControlInfo) bool) flowControlInfo {
+func (e *apiEnv) eventuallyFlow(t *testing.T, key, what string, cond func(wire.FlowControlInfo) bool) wire.FlowControlInfo {
 	t.Helper()
-	var info flowControlInfo
+	var info wire.FlowControlInfo
 	eventually(t, key+": "+what, func() bool {
 		info = e.flowKey(t, key)
 		return cond(info)
@@ -174,7 +175,7 @@ func (e *apiEnv) flowAction(t *testing.T, key, action, query string) {
 }
 
 // flowList lists the keys matching search.
-func (e *apiEnv) flowList(t *testing.T, search string) []flowControlInfo {
+func (e *apiEnv) flowList(t *testing.T, search string) []wire.FlowControlInfo {
 	t.Helper()
 	path := "/v2/flowControl"
 	if search != "" {
@@ -183,31 +184,31 @@ func (e *apiEnv) flowList(t *testing.T, search string) []flowControlInfo {
 	r := e.call(t, http.MethodGet, path, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.True(t, strings.HasPrefix(string(r.Body), "["), "a JSON array, even when empty: %s", r.Body)
-	return decodeJSON[[]flowControlInfo](t, r)
+	return decodeJSON[[]wire.FlowControlInfo](t, r)
 }
 
-func flowKeys(infos []flowControlInfo) []string {
+func flowKeys(infos []wire.FlowControlInfo) []string {
 	keys := make([]string, len(infos))
 	for i, info := range infos {
-		keys[i] = info.FlowControlKey
+		keys[i] = info.Key
 	}
 	return keys
 }
 
 // globalParallelism reads the project's global parallelism.
-func (e *apiEnv) globalParallelism(t *testing.T) globalParallelismResponse {
+func (e *apiEnv) globalParallelism(t *testing.T) wire.GlobalParallelism {
 	t.Helper()
 	r := e.call(t, http.MethodGet, "/v2/globalParallelism", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	return decodeJSON[globalParallelismResponse](t, r)
+	return decodeJSON[wire.GlobalParallelism](t, r)
 }
 
 // waiting returns the waiting field of message id (nil when it does not wait).
-func (e *apiEnv) waiting(t *testing.T, id string) *waitingView {
+func (e *apiEnv) waiting(t *testing.T, id string) *wire.Waiting {
 	t.Helper()
 	r := e.call(t, http.MethodGet, "/v2/messages/"+id, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	return decodeJSON[messageView](t, r).Waiting
+	return decodeJSON[wire.Message](t, r).Waiting
 }
 
 // requireWaiting checks that message id waits for a reason that contains part, since a
@@ -232,12 +233,12 @@ func TestFlowControlParallelismPauseResume(t *testing.T) {
 		ids[i] = env.publishFlow(t, dest, "k", "parallelism=1")
 	}
 	require.Equal(t, ids[:1], ep.waitArrivals(t, 1), "the oldest message starts first")
-	info := env.eventuallyFlow(t, "k", "one in flight, two waiting", func(i flowControlInfo) bool {
+	info := env.eventuallyFlow(t, "k", "one in flight, two waiting", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 1 && i.WaitListSize == 2
 	})
-	require.Equal(t, flowControlInfo{FlowControlKey: "k", WaitListSize: 2, ParallelismMax: 1, ParallelismCount: 1, RatePeriod: 1}, info)
-	require.Equal(t, []flowControlInfo{info}, env.flowList(t, ""))
-	require.Equal(t, globalParallelismResponse{ParallelismMax: 0, ParallelismCount: 1}, env.globalParallelism(t))
+	require.Equal(t, wire.FlowControlInfo{Key: "k", WaitListSize: 2, ParallelismMax: 1, ParallelismCount: 1, RatePeriod: 1}, info)
+	require.Equal(t, []wire.FlowControlInfo{info}, env.flowList(t, ""))
+	require.Equal(t, wire.GlobalParallelism{Max: 0, Count: 1}, env.globalParallelism(t))
 
 	// The waiting messages say why; the one in flight does not wait.
 	require.Nil(t, env.waiting(t, ids[0]))
@@ -252,21 +253,21 @@ func TestFlowControlParallelismPauseResume(t *testing.T) {
 	ep.release(t, ids[0])
 	// Once the slot is back and both still wait, the release started nothing (a start
 	// takes the slot and leaves the waitlist in one step).
-	env.eventuallyFlow(t, "k", "slot released while paused", func(i flowControlInfo) bool {
+	env.eventuallyFlow(t, "k", "slot released while paused", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 0 && i.WaitListSize == 2
 	})
 	ids = append(ids, env.publishFlow(t, dest, "k", "parallelism=1"))
-	info = env.eventuallyFlow(t, "k", "the new message waits", func(i flowControlInfo) bool { return i.WaitListSize == 3 })
+	info = env.eventuallyFlow(t, "k", "the new message waits", func(i wire.FlowControlInfo) bool { return i.WaitListSize == 3 })
 	require.True(t, info.IsPaused)
 	require.Zero(t, info.ParallelismCount)
 	require.Len(t, ep.arrivals(), 1, "a paused key starts nothing")
 	env.requireWaiting(t, ids[3], "paused(key=k)", from)
-	require.Equal(t, globalParallelismResponse{ParallelismMax: 0, ParallelismCount: 0}, env.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{Max: 0, Count: 0}, env.globalParallelism(t))
 
 	// Resumed: the next oldest starts, one at a time again.
 	env.flowAction(t, "k", "resume", "")
 	require.Equal(t, ids[:2], ep.waitArrivals(t, 2))
-	info = env.eventuallyFlow(t, "k", "one in flight after resume", func(i flowControlInfo) bool {
+	info = env.eventuallyFlow(t, "k", "one in flight after resume", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 1 && i.WaitListSize == 2
 	})
 	require.False(t, info.IsPaused)
@@ -279,7 +280,7 @@ func TestFlowControlParallelismPauseResume(t *testing.T) {
 	ep.release(t, ids[2])
 	require.Equal(t, ids, ep.waitArrivals(t, 4))
 	ep.release(t, ids[3])
-	env.eventuallyFlow(t, "k", "drained", func(i flowControlInfo) bool {
+	env.eventuallyFlow(t, "k", "drained", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 0 && i.WaitListSize == 0
 	})
 	for _, id := range ids {
@@ -301,19 +302,19 @@ func TestFlowControlPin(t *testing.T) {
 		ids[i] = env.publishFlow(t, dest, "p", "parallelism=1")
 	}
 	ep.waitArrivals(t, 1)
-	env.eventuallyFlow(t, "p", "one in flight", func(i flowControlInfo) bool {
+	env.eventuallyFlow(t, "p", "one in flight", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 1 && i.WaitListSize == 3
 	})
 
 	// Pinned to 2: a second delivery starts at once, whatever the messages ask.
 	env.flowAction(t, "p", "pin", "parallelism=2")
 	require.Equal(t, ids[:2], ep.waitArrivals(t, 2))
-	info := env.eventuallyFlow(t, "p", "two in flight", func(i flowControlInfo) bool {
+	info := env.eventuallyFlow(t, "p", "two in flight", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 2 && i.WaitListSize == 2
 	})
-	require.Equal(t, flowControlInfo{FlowControlKey: "p", WaitListSize: 2, ParallelismMax: 2, ParallelismCount: 2, RatePeriod: 1, IsPinnedParallelism: true}, info)
+	require.Equal(t, wire.FlowControlInfo{Key: "p", WaitListSize: 2, ParallelismMax: 2, ParallelismCount: 2, RatePeriod: 1, IsPinnedParallelism: true}, info)
 	env.requireWaiting(t, ids[2], "parallelism(key=p) <= 2", 0)
-	require.Equal(t, 2, env.globalParallelism(t).ParallelismCount)
+	require.Equal(t, 2, env.globalParallelism(t).Count)
 
 	// Unpinned: back to what the messages ask (1). Both deliveries in flight finish; the
 	// first release starts nothing (one is still in flight), the second starts the next.
@@ -323,13 +324,13 @@ func TestFlowControlPin(t *testing.T) {
 	require.Equal(t, 1, info.ParallelismMax)
 	require.Equal(t, 2, info.ParallelismCount)
 	ep.release(t, ids[0])
-	env.eventuallyFlow(t, "p", "one slot released", func(i flowControlInfo) bool {
+	env.eventuallyFlow(t, "p", "one slot released", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 1 && i.WaitListSize == 2
 	})
 	require.Len(t, ep.arrivals(), 2)
 	ep.release(t, ids[1])
 	require.Equal(t, ids[:3], ep.waitArrivals(t, 3))
-	env.eventuallyFlow(t, "p", "the next one started", func(i flowControlInfo) bool {
+	env.eventuallyFlow(t, "p", "the next one started", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 1 && i.WaitListSize == 1
 	})
 
@@ -356,7 +357,7 @@ func TestFlowControlRate(t *testing.T) {
 	// The first two start together (their arrival order is up to the network).
 	got := env.Endpoint.waitN(t, 2, isOurs)
 	require.ElementsMatch(t, ids[:2], []string{got[0].Header.Get("Upstash-Message-Id"), got[1].Header.Get("Upstash-Message-Id")})
-	info := env.eventuallyFlow(t, "r", "two started, one waiting", func(i flowControlInfo) bool {
+	info := env.eventuallyFlow(t, "r", "two started, one waiting", func(i wire.FlowControlInfo) bool {
 		return i.RateCount == 2 && i.WaitListSize == 1 && i.ParallelismCount == 0
 	})
 	require.Equal(t, 2, info.RateMax)
@@ -371,7 +372,7 @@ func TestFlowControlRate(t *testing.T) {
 	// resetRate forgets the starts: the waiting one starts at once.
 	env.flowAction(t, "r", "resetRate", "")
 	env.Endpoint.waitMessage(t, ids[2])
-	info = env.eventuallyFlow(t, "r", "the third started", func(i flowControlInfo) bool {
+	info = env.eventuallyFlow(t, "r", "the third started", func(i wire.FlowControlInfo) bool {
 		return i.WaitListSize == 0 && i.ParallelismCount == 0
 	})
 	require.Equal(t, 1, info.RateCount, "only the start after the reset counts")
@@ -390,7 +391,7 @@ func TestFlowControlRate(t *testing.T) {
 	a := env.publishFlow(t, dest, "r", "rate=2,period=60")
 	b := env.publishFlow(t, dest, "r", "rate=2,period=60")
 	env.Endpoint.waitMessage(t, a)
-	env.eventuallyFlow(t, "r", "pinned rate reached", func(i flowControlInfo) bool {
+	env.eventuallyFlow(t, "r", "pinned rate reached", func(i wire.FlowControlInfo) bool {
 		return i.RateCount == 1 && i.WaitListSize == 1
 	})
 	env.requireWaiting(t, b, "rate(key=r) <= 1 per 30s", from)
@@ -398,7 +399,7 @@ func TestFlowControlRate(t *testing.T) {
 	// Unpinned: the messages' own rate (2 per 60s) has room for b.
 	env.flowAction(t, "r", "unpin", "rate=true")
 	env.Endpoint.waitMessage(t, b)
-	info = env.eventuallyFlow(t, "r", "b started", func(i flowControlInfo) bool {
+	info = env.eventuallyFlow(t, "r", "b started", func(i wire.FlowControlInfo) bool {
 		return i.WaitListSize == 0 && i.RateCount == 2
 	})
 	require.False(t, info.IsPinnedRate)
@@ -410,7 +411,7 @@ func TestFlowControlListAndProjects(t *testing.T) {
 	other := env.withProject(t, "other", "other-token")
 
 	require.Empty(t, env.flowList(t, ""))
-	require.Equal(t, globalParallelismResponse{}, env.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{}, env.globalParallelism(t))
 
 	// Configured keys are listed even without deliveries, sorted by key.
 	for _, k := range []string{"beta", "alpha-2", "alpha-1"} {
@@ -421,7 +422,7 @@ func TestFlowControlListAndProjects(t *testing.T) {
 	require.Equal(t, []string{"beta"}, flowKeys(env.flowList(t, "et")))
 	require.Empty(t, env.flowList(t, "gamma"))
 	for _, info := range env.flowList(t, "") {
-		require.Equal(t, flowControlInfo{FlowControlKey: info.FlowControlKey, RatePeriod: 1, IsPaused: true}, info)
+		require.Equal(t, wire.FlowControlInfo{Key: info.Key, RatePeriod: 1, IsPaused: true}, info)
 	}
 
 	// Another project's key of the same name is another key: not paused, not listed here.
@@ -430,15 +431,15 @@ func TestFlowControlListAndProjects(t *testing.T) {
 	m1 := other.publishFlow(t, ep.URL("/other"), "alpha-1", "parallelism=1")
 	m2 := other.publishFlow(t, ep.URL("/other"), "alpha-1", "parallelism=1")
 	require.Equal(t, []string{m1}, ep.waitArrivals(t, 1))
-	info := other.eventuallyFlow(t, "alpha-1", "one in flight", func(i flowControlInfo) bool {
+	info := other.eventuallyFlow(t, "alpha-1", "one in flight", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 1 && i.WaitListSize == 1
 	})
 	require.False(t, info.IsPaused)
 	require.Equal(t, []string{"alpha-1"}, flowKeys(other.flowList(t, "")))
-	require.Equal(t, globalParallelismResponse{ParallelismCount: 1}, other.globalParallelism(t))
-	require.Equal(t, globalParallelismResponse{}, env.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{Count: 1}, other.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{}, env.globalParallelism(t))
 	mine := env.flowKey(t, "alpha-1")
-	require.Equal(t, flowControlInfo{FlowControlKey: "alpha-1", RatePeriod: 1, IsPaused: true}, mine)
+	require.Equal(t, wire.FlowControlInfo{Key: "alpha-1", RatePeriod: 1, IsPaused: true}, mine)
 
 	// Changing one project's key does not touch the other's.
 	other.flowAction(t, "beta", "pin", "parallelism=3")
@@ -447,7 +448,7 @@ func TestFlowControlListAndProjects(t *testing.T) {
 	require.Equal(t, []string{"alpha-2", "beta"}, flowKeys(env.flowList(t, "")), "a resumed idle key is forgotten")
 	other.flowAction(t, "alpha-1", "pause", "")
 	ep.release(t, m1)
-	other.eventuallyFlow(t, "alpha-1", "slot released while paused", func(i flowControlInfo) bool {
+	other.eventuallyFlow(t, "alpha-1", "slot released while paused", func(i wire.FlowControlInfo) bool {
 		return i.ParallelismCount == 0 && i.WaitListSize == 1
 	})
 	other.requireWaiting(t, m2, "paused(key=alpha-1)", 0)
@@ -504,12 +505,12 @@ func TestFlowControlBadInput(t *testing.T) {
 
 	// Nothing was changed.
 	require.Empty(t, env.flowList(t, ""))
-	require.Equal(t, flowControlInfo{FlowControlKey: "k", RatePeriod: 1}, env.flowKey(t, "k"))
+	require.Equal(t, wire.FlowControlInfo{Key: "k", RatePeriod: 1}, env.flowKey(t, "k"))
 
 	// The extremes are accepted.
 	env.flowAction(t, "k", "pin", "parallelism=1000000&rate=1000000&period=604800")
 	info := env.flowKey(t, "k")
-	require.Equal(t, flowControlInfo{FlowControlKey: "k", ParallelismMax: 1000000, RateMax: 1000000, RatePeriod: 604800, IsPinnedParallelism: true, IsPinnedRate: true}, info)
+	require.Equal(t, wire.FlowControlInfo{Key: "k", ParallelismMax: 1000000, RateMax: 1000000, RatePeriod: 604800, IsPinnedParallelism: true, IsPinnedRate: true}, info)
 	env.flowAction(t, "k", "unpin", "parallelism=true&rate=true")
 	require.Empty(t, env.flowList(t, ""), "a key without pins is forgotten")
 }
@@ -525,7 +526,7 @@ func TestFlowControlWorkflowRunWaits(t *testing.T) {
 	m0 := env.trigger(t, runID, wfURL, `{"a":1}`,
 		"upstash-flow-control-key", "wf-key",
 		"upstash-flow-control-value", "parallelism=1")
-	env.eventuallyFlow(t, "wf-key", "the trigger waits", func(i flowControlInfo) bool { return i.WaitListSize == 1 })
+	env.eventuallyFlow(t, "wf-key", "the trigger waits", func(i wire.FlowControlInfo) bool { return i.WaitListSize == 1 })
 	run := env.runLog(t, runID)
 	require.NotNil(t, run.Waiting, "a live run whose delivery waits says why")
 	require.Contains(t, run.Waiting.Reason, "paused(key=wf-key)")
@@ -548,22 +549,22 @@ func TestFlowControlProjectCeiling(t *testing.T) {
 	plain := env.publish(t, dest, nil)
 	require.Equal(t, []string{plain}, ep.waitArrivals(t, 1))
 	keyed := env.publishFlow(t, dest, "x", "parallelism=5")
-	info := env.eventuallyFlow(t, "x", "waits for the ceiling", func(i flowControlInfo) bool { return i.WaitListSize == 1 })
+	info := env.eventuallyFlow(t, "x", "waits for the ceiling", func(i wire.FlowControlInfo) bool { return i.WaitListSize == 1 })
 	require.Zero(t, info.ParallelismCount)
 	require.Equal(t, 5, info.ParallelismMax)
 	env.requireWaiting(t, keyed, "ceiling(project=default) <= 1", from)
-	require.Equal(t, globalParallelismResponse{ParallelismMax: 1, ParallelismCount: 1}, env.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{Max: 1, Count: 1}, env.globalParallelism(t))
 	require.Equal(t, []string{"x"}, flowKeys(env.flowList(t, "")), "deliveries without a key are not a key")
 
 	// The ceiling is per project.
-	require.Equal(t, globalParallelismResponse{ParallelismMax: 1, ParallelismCount: 0}, other.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{Max: 1, Count: 0}, other.globalParallelism(t))
 	theirs := other.publishFlow(t, dest, "x", "parallelism=5")
 	require.Equal(t, []string{plain, theirs}, ep.waitArrivals(t, 2))
-	require.Equal(t, globalParallelismResponse{ParallelismMax: 1, ParallelismCount: 1}, other.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{Max: 1, Count: 1}, other.globalParallelism(t))
 
 	ep.release(t, plain)
 	require.Equal(t, []string{plain, theirs, keyed}, ep.waitArrivals(t, 3))
-	env.eventuallyFlow(t, "x", "started", func(i flowControlInfo) bool { return i.WaitListSize == 0 && i.ParallelismCount == 1 })
+	env.eventuallyFlow(t, "x", "started", func(i wire.FlowControlInfo) bool { return i.WaitListSize == 0 && i.ParallelismCount == 1 })
 	require.Nil(t, env.waiting(t, keyed))
-	require.Equal(t, globalParallelismResponse{ParallelismMax: 1, ParallelismCount: 1}, env.globalParallelism(t))
+	require.Equal(t, wire.GlobalParallelism{Max: 1, Count: 1}, env.globalParallelism(t))
 }

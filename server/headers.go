@@ -179,7 +179,11 @@ func (p messageParser) config(h http.Header, prefix string) (messageConfig, erro
 	}
 	key, value := h.Get(name(wire.HeaderFlowControlKey)), h.Get(name(wire.HeaderFlowControlValue))
 	if key != "" || value != "" {
-		fc, err := flowctl.Parse(key, value)
+		v, err := wire.ParseFlowControlValue(value)
+		var fc flowctl.Config
+		if err == nil {
+			fc, err = flowctl.New(key, v.Parallelism, v.Rate, v.Period)
+		}
 		if err != nil {
 			// flowctl names the top-level headers: name the (nested) ones actually sent.
 			return c, badRequest("%s", strings.ReplaceAll(err.Error(), "Upstash-Flow-Control-", name("Upstash-Flow-Control-")))

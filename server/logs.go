@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // logHandlers serve message logs. The SDK calls /v2/events, the docs name /v2/logs: both
@@ -20,11 +21,6 @@ type logHandlers struct {
 func (h *logHandlers) register(g *echo.Group) {
 	g.GET("/events", h.list)
 	g.GET("/logs", h.list)
-}
-
-type logsResponse struct {
-	Cursor string    `json:"cursor,omitempty"`
-	Events []logView `json:"events"`
 }
 
 func (h *logHandlers) list(c echo.Context) error {
@@ -45,7 +41,7 @@ func (h *logHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := logsResponse{Cursor: next, Events: make([]logView, len(events))}
+	out := wire.LogsPage{Cursor: next, Events: make([]wire.Log, len(events))}
 	for i := range events {
 		out.Events[i] = toLogView(&events[i])
 	}

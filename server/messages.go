@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // messageHandlers serve reads and cancellation of pending messages.
@@ -26,11 +27,6 @@ func (h *messageHandlers) register(g *echo.Group) {
 	g.DELETE("/messages", h.cancelMany)
 }
 
-// cancelResponse answers cancellations.
-type cancelResponse struct {
-	Cancelled int `json:"cancelled"`
-}
-
 // maxBulkCancel caps the messages one filter-based cancel removes.
 const maxBulkCancel = 10_000
 
@@ -45,7 +41,7 @@ func (h *messageHandlers) get(c echo.Context) error {
 		return err
 	}
 	if ok {
-		v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
+		v.Waiting = &wire.Waiting{Reason: reason, Since: since.UnixMilli()}
 	}
 	return c.JSON(http.StatusOK, v)
 }
@@ -58,7 +54,7 @@ func (h *messageHandlers) cancel(c echo.Context) error {
 	if n == 0 {
 		return notFound("message %q not found (it may have been delivered already)", c.Param("id"))
 	}
-	return c.JSON(http.StatusOK, cancelResponse{Cancelled: n})
+	return c.JSON(http.StatusOK, wire.CancelResult{Cancelled: n})
 }
 
 func (h *messageHandlers) cancelMany(c echo.Context) error {
@@ -77,7 +73,7 @@ func (h *messageHandlers) cancelMany(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, cancelResponse{Cancelled: n})
+	return c.JSON(http.StatusOK, wire.CancelResult{Cancelled: n})
 }
 
 func messageNotFound(id string, err error) error {

@@ -33,13 +33,6 @@ func (h *publishHandlers) register(g *echo.Group) {
 	g.POST("/batch", h.batch)
 }
 
-// publishResponse is the answer for one message.
-type publishResponse struct {
-	MessageID    string `json:"messageId"`
-	URL          string `json:"url,omitempty"`
-	Deduplicated bool   `json:"deduplicated,omitempty"`
-}
-
 func (h *publishHandlers) parser() messageParser {
 	return messageParser{limits: h.limits, destinations: h.cfg.CheckDestination, now: h.cfg.Now()}
 }
@@ -91,20 +84,12 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 	return c.JSON(http.StatusCreated, toPublishResponse(res[0]))
 }
 
-// batchEntry is one message of /v2/batch. Header names arrive lower-cased.
-type batchEntry struct {
-	Destination string            `json:"destination"`
-	Headers     map[string]string `json:"headers"`
-	Body        *string           `json:"body"`
-	Queue       string            `json:"queue"`
-}
-
 func (h *publishHandlers) batch(c echo.Context) error {
 	raw, err := readBody(c, h.cfg.MaxBatchBytes)
 	if err != nil {
 		return err
 	}
-	var entries []batchEntry
+	var entries []wire.BatchEntry
 	if err := json.Unmarshal(raw, &entries); err != nil {
 		return badRequest("body must be a JSON array of {destination, headers, body, queue}: %v", err)
 	}
@@ -120,10 +105,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 		for k, v := range e.Headers {
 			header.Set(k, v)
 		}
-		var body []byte
-		if e.Body != nil {
-			body = []byte(*e.Body)
-		}
+		body := []byte(e.Body)
 		if int64(len(body)) > h.cfg.MaxBodyBytes {
 			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("batch[%d]: body exceeds the limit of %d bytes", i, h.cfg.MaxBodyBytes)}
 		}
@@ -143,7 +125,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]publishResponse, len(res))
+	out := make([]wire.PublishResult, len(res))
 	for i, r := range res {
 		out[i] = toPublishResponse(r)
 	}
@@ -173,8 +155,8 @@ func (h *publishHandlers) message(c echo.Context, header http.Header, dest strin
 	return delivery.Publication{Message: m, Init: init}, nil
 }
 
-func toPublishResponse(r delivery.PublishResult) publishResponse {
-	return publishResponse{MessageID: r.MessageID, URL: r.URL, Deduplicated: r.Deduplicated}
+func toPublishResponse(r delivery.PublishResult) wire.PublishResult {
+	return wire.PublishResult{MessageID: r.MessageID, URL: r.URL, Deduplicated: r.Deduplicated}
 }
 
 // readBody reads the request body up to limit bytes; more is a 413.

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // queueHandlers serve named queues.
@@ -32,23 +33,16 @@ func (h *queueHandlers) register(g *echo.Group) {
 	g.POST("/queues/:name/resume", h.resume)
 }
 
+// upsertQueueRequest is the body of POST /v2/queues. Unlike the SDK's QueueConfig it
+// tells an absent parallelism (default 1) from an explicit 0 (refused).
 type upsertQueueRequest struct {
 	QueueName   string `json:"queueName"`
 	Parallelism *int   `json:"parallelism"`
 	Paused      bool   `json:"paused"`
 }
 
-type queueView struct {
-	Name        string `json:"name"`
-	Parallelism int    `json:"parallelism"`
-	Paused      bool   `json:"paused"`
-	Lag         int    `json:"lag"`
-	CreatedAt   int64  `json:"createdAt"`
-	UpdatedAt   int64  `json:"updatedAt"`
-}
-
-func toQueueView(q delivery.QueueInfo) queueView {
-	return queueView{Name: q.Name, Parallelism: q.Parallelism, Paused: q.Paused, Lag: q.Lag, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+func toQueueView(q delivery.QueueInfo) wire.Queue {
+	return wire.Queue{Name: q.Name, Parallelism: q.Parallelism, Paused: q.Paused, Lag: q.Lag, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
 }
 
 func (h *queueHandlers) upsert(c echo.Context) error {
@@ -78,7 +72,7 @@ func (h *queueHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]queueView, len(qs))
+	out := make([]wire.Queue, len(qs))
 	for i, q := range qs {
 		out[i] = toQueueView(q)
 	}

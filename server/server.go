@@ -15,7 +15,8 @@ import (
 	"github.com/duraton/duraton/delivery"
 )
 
-// Config configures the HTTP server. Zero fields take the documented defaults.
+// Config configures the HTTP server. Zero fields take the documented defaults; negative
+// limits and timeouts are refused by New.
 type Config struct {
 	// MaxBodyBytes caps one message body (publish, enqueue, each batch entry). Default 1 MiB.
 	MaxBodyBytes int64
@@ -47,40 +48,40 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxBodyBytes <= 0 {
+	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
-	if c.MaxBatchMessages <= 0 {
+	if c.MaxBatchMessages == 0 {
 		c.MaxBatchMessages = 1000
 	}
-	if c.MaxBatchBytes <= 0 {
+	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = 16 << 20
 	}
-	if c.MaxRetries <= 0 {
+	if c.MaxRetries == 0 {
 		c.MaxRetries = 100
 	}
-	if c.MaxTimeout <= 0 {
+	if c.MaxTimeout == 0 {
 		c.MaxTimeout = 15 * time.Minute
 	}
-	if c.MaxDelay <= 0 {
+	if c.MaxDelay == 0 {
 		c.MaxDelay = 365 * 24 * time.Hour
 	}
-	if c.FailedAuthBurst <= 0 {
+	if c.FailedAuthBurst == 0 {
 		c.FailedAuthBurst = 100
 	}
-	if c.MaxHeaderBytes <= 0 {
+	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 64 << 10
 	}
-	if c.ReadHeaderTimeout <= 0 {
+	if c.ReadHeaderTimeout == 0 {
 		c.ReadHeaderTimeout = 10 * time.Second
 	}
-	if c.ReadTimeout <= 0 {
+	if c.ReadTimeout == 0 {
 		c.ReadTimeout = 60 * time.Second
 	}
-	if c.WriteTimeout <= 0 {
+	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 60 * time.Second
 	}
-	if c.IdleTimeout <= 0 {
+	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 120 * time.Second
 	}
 	if c.Now == nil {
@@ -92,11 +93,30 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate reports every invalid field of a defaulted Config, each error naming it.
 func (c Config) validate() error {
+	var errs []error
 	if c.CheckDestination == nil {
-		return errors.New("server: Config.CheckDestination is required")
+		errs = append(errs, errors.New("server: Config.CheckDestination is required"))
 	}
-	return nil
+	negative := func(name string, v any, neg bool) {
+		if neg {
+			errs = append(errs, fmt.Errorf("server: Config.%s must not be negative (zero takes the default), got %v", name, v))
+		}
+	}
+	negative("MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes < 0)
+	negative("MaxBatchMessages", c.MaxBatchMessages, c.MaxBatchMessages < 0)
+	negative("MaxBatchBytes", c.MaxBatchBytes, c.MaxBatchBytes < 0)
+	negative("MaxRetries", c.MaxRetries, c.MaxRetries < 0)
+	negative("MaxTimeout", c.MaxTimeout, c.MaxTimeout < 0)
+	negative("MaxDelay", c.MaxDelay, c.MaxDelay < 0)
+	negative("FailedAuthBurst", c.FailedAuthBurst, c.FailedAuthBurst < 0)
+	negative("MaxHeaderBytes", c.MaxHeaderBytes, c.MaxHeaderBytes < 0)
+	negative("ReadHeaderTimeout", c.ReadHeaderTimeout, c.ReadHeaderTimeout < 0)
+	negative("ReadTimeout", c.ReadTimeout, c.ReadTimeout < 0)
+	negative("WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0)
+	negative("IdleTimeout", c.IdleTimeout, c.IdleTimeout < 0)
+	return errors.Join(errs...)
 }
 
 // Server serves the API.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery/deliverytest"
+	"github.com/duraton/duraton/sdk/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,7 +65,7 @@ func (e *apiEnv) trigger(t *testing.T, runID, wfURL, payload string, extra ...st
 	t.Helper()
 	r := e.batchWF(t, wfEntry(runID, wfURL, true, payload, extra...))
 	require.Equal(t, http.StatusCreated, r.Status, "trigger: %s", r.Body)
-	res := decodeJSON[[]publishResponse](t, r)
+	res := decodeJSON[[]wire.PublishResult](t, r)
 	require.Len(t, res, 1)
 	require.False(t, res[0].Deduplicated)
 	return res[0].MessageID
@@ -75,40 +76,58 @@ func (e *apiEnv) step(t *testing.T, runID, wfURL, stepJSON string) string {
 	t.Helper()
 	r := e.batchWF(t, wfEntry(runID, wfURL, false, stepJSON))
 	require.Equal(t, http.StatusCreated, r.Status, "step: %s", r.Body)
-	return decodeJSON[[]publishResponse](t, r)[0].MessageID
+	return decodeJSON[[]wire.PublishResult](t, r)[0].MessageID
+}
+
+// hookEvent is a webhook call's event as raw JSON carries it: the body as base64 text.
+type hookEvent struct {
+	Method string              `json:"method"`
+	Header map[string][]string `json:"header"`
+	Body   string              `json:"body"`
+	Proto  string              `json:"proto"`
+	Host   string              `json:"host"`
+	URL    string              `json:"url"`
+}
+
+// stepField decodes one field of a run log's step as a generic JSON value.
+func stepField(t *testing.T, s wire.StepLog, key string) any {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal(s[key], &v), "step field %s", key)
+	return v
 }
 
 // runLog returns the run log of runID.
-func (e *apiEnv) runLog(t *testing.T, runID string) runLogView {
+func (e *apiEnv) runLog(t *testing.T, runID string) wire.RunLog {
 	t.Helper()
 	r := e.call(t, http.MethodGet, "/v2/workflows/logs?groupBy=workflowRunId&workflowRunId="+runID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	res := decodeJSON[runLogsResponse](t, r)
+	res := decodeJSON[wire.RunLogsPage](t, r)
 	require.Len(t, res.Runs, 1, "%s", r.Body)
 	return res.Runs[0]
 }
 
 // eventuallyRunState waits until runID is in state.
-func (e *apiEnv) eventuallyRunState(t *testing.T, runID, state string) runLogView {
+func (e *apiEnv) eventuallyRunState(t *testing.T, runID, state string) wire.RunLog {
 	t.Helper()
-	var v runLogView
+	var v wire.RunLog
 	eventually(t, runID+" "+state, func() bool {
 		v = e.runLog(t, runID)
-		return v.WorkflowState == state
+		return v.State == state
 	})
 	return v
 }
 
 // history decodes a delivery's history body.
-func history(t *testing.T, q recorded) []historyEntryView {
+func history(t *testing.T, q recorded) []wire.HistoryEntry {
 	t.Helper()
-	var h []historyEntryView
+	var h []wire.HistoryEntry
 	require.NoError(t, json.Unmarshal(q.Body, &h), "delivery body %s", q.Body)
 	return h
 }
 
 // stepObject decodes a history entry's step JSON.
-func stepObject(t *testing.T, e historyEntryView) map[string]any {
+func stepObject(t *testing.T, e wire.HistoryEntry) map[string]any {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(e.Body, &m), "step %s", e.Body)
@@ -151,7 +170,7 @@ func TestWorkflowAPIRun(t *testing.T) {
 	m0 := env.trigger(t, runID, wfURL, payload)
 	first := ep.waitMessage(t, m0)
 	require.Equal(t, wfURL, first.URL)
-	require.Equal(t, []historyEntryView{{MessageID: m0, Body: []byte(payload), CallType: "step"}}, history(t, first))
+	require.Equal(t, []wire.HistoryEntry{{MessageID: m0, Body: []byte(payload), CallType: "step"}}, history(t, first))
 	require.JSONEq(t, fmt.Sprintf(`[{"messageId":%q,"body":%q,"callType":"step"}]`, m0, b64(payload)), string(first.Body))
 	require.Equal(t, runID, first.Header.Get("Upstash-Workflow-Runid"))
 	require.Equal(t, wfURL, first.Header.Get("Upstash-Workflow-Url"))
@@ -161,7 +180,7 @@ func TestWorkflowAPIRun(t *testing.T) {
 	// A trigger with the id of a live run is deduplicated.
 	r := env.batchWF(t, wfEntry(runID, wfURL, true, payload))
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	require.True(t, decodeJSON[[]publishResponse](t, r)[0].Deduplicated)
+	require.True(t, decodeJSON[[]wire.PublishResult](t, r)[0].Deduplicated)
 
 	// A step's delivery carries the history up to and including its own entry.
 	step1 := `{"stepId":1,"stepName":"s1","stepType":"Run","out":"1","concurrent":1}`
@@ -169,18 +188,18 @@ func TestWorkflowAPIRun(t *testing.T) {
 	d1 := ep.waitMessage(t, m1)
 	h := history(t, d1)
 	require.Len(t, h, 2)
-	require.Equal(t, historyEntryView{MessageID: m0, Body: []byte(payload), CallType: "step"}, h[0])
-	require.Equal(t, historyEntryView{MessageID: m1, Body: []byte(step1), CallType: "step"}, h[1])
+	require.Equal(t, wire.HistoryEntry{MessageID: m0, Body: []byte(payload), CallType: "step"}, h[0])
+	require.Equal(t, wire.HistoryEntry{MessageID: m1, Body: []byte(step1), CallType: "step"}, h[1])
 
 	// Lazy fetch: the whole history of the live run.
 	r = env.call(t, http.MethodGet, "/v2/workflows/runs/"+runID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Equal(t, h, decodeJSON[[]historyEntryView](t, r))
+	require.Equal(t, h, decodeJSON[[]wire.HistoryEntry](t, r))
 
 	v := env.runLog(t, runID)
-	require.Equal(t, "RUN_STARTED", v.WorkflowState)
-	require.Equal(t, wfURL, v.WorkflowURL)
-	require.Nil(t, v.WorkflowRunResponse)
+	require.Equal(t, "RUN_STARTED", v.State)
+	require.Equal(t, wfURL, v.URL)
+	require.Nil(t, v.Response)
 
 	// Completion with the route's return value.
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/"+runID+"?cancel=false", []byte(`{"result":42}`), "Content-Type", "application/json")
@@ -188,22 +207,22 @@ func TestWorkflowAPIRun(t *testing.T) {
 	require.Empty(t, r.Body)
 
 	v = env.runLog(t, runID)
-	require.Equal(t, "RUN_SUCCESS", v.WorkflowState)
-	require.NotNil(t, v.WorkflowRunResponse)
-	require.Equal(t, `{"result":42}`, *v.WorkflowRunResponse)
-	require.NotZero(t, v.WorkflowRunCompletedAt)
+	require.Equal(t, "RUN_SUCCESS", v.State)
+	require.NotNil(t, v.Response)
+	require.Equal(t, `{"result":42}`, *v.Response)
+	require.NotZero(t, v.CompletedAt)
 	require.Len(t, v.Steps, 2)
 	require.Equal(t, "sequential", v.Steps[0].Type)
-	require.Equal(t, "Initial", v.Steps[0].Steps[0]["stepType"])
-	require.Equal(t, payload, v.Steps[0].Steps[0]["out"])
-	require.Equal(t, "s1", v.Steps[1].Steps[0]["stepName"])
-	require.Equal(t, m1, v.Steps[1].Steps[0]["messageId"])
-	require.Equal(t, "STEP_SUCCESS", v.Steps[1].Steps[0]["state"])
+	require.Equal(t, "Initial", stepField(t, v.Steps[0].Steps[0], "stepType"))
+	require.Equal(t, payload, stepField(t, v.Steps[0].Steps[0], "out"))
+	require.Equal(t, "s1", stepField(t, v.Steps[1].Steps[0], "stepName"))
+	require.Equal(t, m1, stepField(t, v.Steps[1].Steps[0], "messageId"))
+	require.Equal(t, "STEP_SUCCESS", stepField(t, v.Steps[1].Steps[0], "state"))
 
 	// The SDK's name for the same list.
 	r = env.call(t, http.MethodGet, "/v2/workflows/events?workflowRunId="+runID+"&state=RUN_SUCCESS", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Len(t, decodeJSON[runLogsResponse](t, r).Runs, 1)
+	require.Len(t, decodeJSON[wire.RunLogsPage](t, r).Runs, 1)
 
 	// The run has ended: no history, no more steps; completing again is harmless.
 	r = env.call(t, http.MethodGet, "/v2/workflows/runs/"+runID, nil)
@@ -213,7 +232,7 @@ func TestWorkflowAPIRun(t *testing.T) {
 	require.Contains(t, r.errorMessage(t), "ended")
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/"+runID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Equal(t, "RUN_SUCCESS", env.runLog(t, runID).WorkflowState)
+	require.Equal(t, "RUN_SUCCESS", env.runLog(t, runID).State)
 
 	// Unknown runs.
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/wfr_unknown", nil)
@@ -225,8 +244,8 @@ func TestWorkflowAPIRun(t *testing.T) {
 
 	// A finished run's id can be reused.
 	m2 := env.trigger(t, runID, wfURL, `"again"`)
-	require.Equal(t, []historyEntryView{{MessageID: m2, Body: []byte(`"again"`), CallType: "step"}}, history(t, ep.waitMessage(t, m2)))
-	require.Equal(t, "RUN_STARTED", env.runLog(t, runID).WorkflowState)
+	require.Equal(t, []wire.HistoryEntry{{MessageID: m2, Body: []byte(`"again"`), CallType: "step"}}, history(t, ep.waitMessage(t, m2)))
+	require.Equal(t, "RUN_STARTED", env.runLog(t, runID).State)
 }
 
 func TestWorkflowAPIDetectTrigger(t *testing.T) {
@@ -248,7 +267,7 @@ func TestWorkflowAPIEmptyPayload(t *testing.T) {
 	require.NoError(t, err)
 	r := env.call(t, http.MethodPost, "/v2/batch", raw, "Content-Type", "application/json")
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	m0 := decodeJSON[[]publishResponse](t, r)[0].MessageID
+	m0 := decodeJSON[[]wire.PublishResult](t, r)[0].MessageID
 	first := ep.waitMessage(t, m0)
 	// The initial entry of an empty payload must still be a base64 string ("").
 	require.JSONEq(t, fmt.Sprintf(`[{"messageId":%q,"body":"","callType":"step"}]`, m0), string(first.Body))
@@ -274,7 +293,7 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 
 		r = env.call(t, http.MethodGet, "/v2/waiters/evt_1", nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		ws := decodeJSON[[]waiterView](t, r)
+		ws := decodeJSON[[]wire.Waiter](t, r)
 		require.Len(t, ws, 1)
 		require.Equal(t, wfURL, ws[0].URL)
 		require.Equal(t, wfURL, ws[0].TimeoutURL)
@@ -283,9 +302,9 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 
 		r = env.call(t, http.MethodPost, "/v2/notify/evt_1", []byte(`{"ok":true}`), "Content-Type", "application/json")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		res := decodeJSON[[]notifyView](t, r)
+		res := decodeJSON[[]wire.NotifyResult](t, r)
 		require.Len(t, res, 1)
-		require.Equal(t, runID, res[0].WorkflowRunID)
+		require.Equal(t, runID, res[0].RunID)
 		require.NotEmpty(t, res[0].MessageID)
 		require.Equal(t, wfURL, res[0].Waiter.URL)
 
@@ -302,7 +321,7 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 
 		r = env.call(t, http.MethodGet, "/v2/waiters/evt_1", nil)
 		require.Equal(t, http.StatusOK, r.Status)
-		require.Empty(t, decodeJSON[[]waiterView](t, r))
+		require.Empty(t, decodeJSON[[]wire.Waiter](t, r))
 		r = env.call(t, http.MethodPost, "/v2/notify/evt_1", []byte("late"), "Content-Type", "text/plain")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		require.JSONEq(t, `[]`, string(r.Body))
@@ -318,7 +337,7 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 		r := env.call(t, http.MethodPost, "/v2/wait/evt_num", body, waitHeaders(runID, wfURL)...)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		r = env.call(t, http.MethodGet, "/v2/waiters/evt_num", nil)
-		ws := decodeJSON[[]waiterView](t, r)
+		ws := decodeJSON[[]wire.Waiter](t, r)
 		require.Len(t, ws, 1)
 		require.Equal(t, ep.URL("/wf/timeout"), ws[0].TimeoutURL)
 		require.InDelta(t, time.Now().Add(90*time.Second).Unix(), ws[0].Deadline, 30)
@@ -347,8 +366,8 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 
 		r := env.call(t, http.MethodPost, "/v2/notify/"+runID+"/evt_2", []byte("early"), "Content-Type", "text/plain")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		res := decodeJSON[notifyView](t, r)
-		require.Equal(t, runID, res.WorkflowRunID)
+		res := decodeJSON[wire.NotifyResult](t, r)
+		require.Equal(t, runID, res.RunID)
 		require.Empty(t, res.MessageID)
 
 		r = env.call(t, http.MethodPost, "/v2/wait/evt_2", waitBody(wfURL, `"1h"`, "w2"), waitHeaders(runID, wfURL)...)
@@ -362,7 +381,7 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 
 		r = env.call(t, http.MethodGet, "/v2/waiters/evt_2", nil)
 		require.Equal(t, http.StatusOK, r.Status)
-		require.Empty(t, decodeJSON[[]waiterView](t, r), "resolved at once, nobody waits")
+		require.Empty(t, decodeJSON[[]wire.Waiter](t, r), "resolved at once, nobody waits")
 	})
 
 	t.Run("notify one waiting run", func(t *testing.T) {
@@ -374,8 +393,8 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		r = env.call(t, http.MethodPost, "/v2/notify/"+runID+"/evt_3", []byte("direct"), "Content-Type", "text/plain")
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		res := decodeJSON[notifyView](t, r)
-		require.Equal(t, runID, res.WorkflowRunID)
+		res := decodeJSON[wire.NotifyResult](t, r)
+		require.Equal(t, runID, res.RunID)
 		require.NotEmpty(t, res.MessageID)
 		h := history(t, ep.waitMessage(t, res.MessageID))
 		require.Equal(t, b64("direct"), stepObject(t, h[len(h)-1])["out"])
@@ -468,7 +487,7 @@ func TestWorkflowAPIBulkCancel(t *testing.T) {
 		t.Helper()
 		r := env.call(t, http.MethodDelete, "/v2/workflows/runs?"+query, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		return decodeJSON[cancelResponse](t, r).Cancelled
+		return decodeJSON[wire.CancelResult](t, r).Cancelled
 	}
 	require.Equal(t, 1, cancel("workflowRunIds=wfr_c1&workflowRunIds=wfr_unknown"))
 	require.Equal(t, 0, cancel("workflowRunIds=wfr_c1"), "already cancelled")
@@ -477,21 +496,21 @@ func TestWorkflowAPIBulkCancel(t *testing.T) {
 	require.Equal(t, 1, cancel("label=keep&count=5&fromDate=1&toDate="+fmt.Sprint(time.Now().Add(time.Minute).UnixMilli())))
 
 	for id, state := range map[string]string{"wfr_c1": "RUN_CANCELED", "wfr_c2": "RUN_CANCELED", "wfr_c3": "RUN_CANCELED", "wfr_c4": "RUN_STARTED"} {
-		require.Equal(t, state, env.runLog(t, id).WorkflowState, id)
+		require.Equal(t, state, env.runLog(t, id).State, id)
 	}
 	r := env.call(t, http.MethodGet, "/v2/workflows/logs?state=RUN_CANCELED&count=2", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	page := decodeJSON[runLogsResponse](t, r)
+	page := decodeJSON[wire.RunLogsPage](t, r)
 	require.Len(t, page.Runs, 2)
 	require.NotEmpty(t, page.Cursor)
 	r = env.call(t, http.MethodGet, "/v2/workflows/logs?state=RUN_CANCELED&count=2&cursor="+page.Cursor, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Len(t, decodeJSON[runLogsResponse](t, r).Runs, 1)
+	require.Len(t, decodeJSON[wire.RunLogsPage](t, r).Runs, 1)
 
 	// context.cancel() of the last one.
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/wfr_c4?cancel=true", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Equal(t, "RUN_CANCELED", env.runLog(t, "wfr_c4").WorkflowState)
+	require.Equal(t, "RUN_CANCELED", env.runLog(t, "wfr_c4").State)
 	require.Equal(t, 0, cancel(""), "no live run left")
 	require.Empty(t, ep.all(), "cancelled runs deliver nothing")
 }
@@ -514,7 +533,7 @@ func TestWorkflowAPITrigger(t *testing.T) {
 	require.Equal(t, wfURL, d.URL)
 	require.Equal(t, "true", d.Header.Get("Upstash-Workflow-Unknown-Sdk"))
 	require.Equal(t, "wfr_t1", d.Header.Get("Upstash-Workflow-Runid"))
-	require.Equal(t, []historyEntryView{{MessageID: res.MessageID, Body: []byte("payload"), CallType: "step"}}, history(t, d))
+	require.Equal(t, []wire.HistoryEntry{{MessageID: res.MessageID, Body: []byte("payload"), CallType: "step"}}, history(t, d))
 
 	r = trigger(wfURL, nil, "Upstash-Workflow-RunId", "wfr_t1")
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
@@ -538,19 +557,19 @@ func TestWorkflowAPIDLQ(t *testing.T) {
 	// No WF_DetectTrigger needed: the endpoint answers 500 and there is no retry.
 	env.trigger(t, runID, wfURL, "p", "upstash-retries", "0", "upstash-feature-set", "LazyFetch")
 
-	list := func(path string) []workflowDLQView {
+	list := func(path string) []wire.WorkflowDLQMessage {
 		t.Helper()
 		r := env.call(t, http.MethodGet, path, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		return decodeJSON[workflowDLQListResponse](t, r).Messages
+		return decodeJSON[wire.WorkflowDLQPage](t, r).Messages
 	}
-	var entries []workflowDLQView
+	var entries []wire.WorkflowDLQMessage
 	eventually(t, "workflow dead letter", func() bool {
 		entries = list("/v2/workflows/dlq?workflowRunId=" + runID)
 		return len(entries) == 1
 	})
 	dl := entries[0]
-	require.Equal(t, runID, dl.WorkflowRunID)
+	require.Equal(t, runID, dl.RunID)
 	require.Equal(t, wfURL, dl.WorkflowURL)
 	require.NotZero(t, dl.WorkflowCreatedAt)
 	require.Equal(t, 500, dl.ResponseStatus)
@@ -562,19 +581,19 @@ func TestWorkflowAPIDLQ(t *testing.T) {
 	require.Empty(t, list("/v2/workflows/dlq?state=RUN_SUCCESS"))
 	r := env.call(t, http.MethodGet, "/v2/dlq", nil) // the plain view admits it too
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Len(t, decodeJSON[dlqListResponse](t, r).Messages, 1)
+	require.Len(t, decodeJSON[wire.DLQPage](t, r).Messages, 1)
 
 	r = env.call(t, http.MethodGet, "/v2/workflows/dlq/"+dl.DLQID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Equal(t, dl.DLQID, decodeJSON[workflowDLQView](t, r).DLQID)
+	require.Equal(t, dl.DLQID, decodeJSON[wire.WorkflowDLQMessage](t, r).DLQID)
 
 	// Resume: the run is live again and fails again into a new dead letter.
 	r = env.call(t, http.MethodPost, "/v2/workflows/dlq/resume/"+dl.DLQID, nil, "Upstash-Retries", "0")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	resumed := decodeJSON[resumeResponse](t, r)
-	require.Len(t, resumed.WorkflowRuns, 1)
-	require.Equal(t, runID, resumed.WorkflowRuns[0].WorkflowRunID)
-	require.Equal(t, dl.WorkflowCreatedAt, resumed.WorkflowRuns[0].WorkflowCreatedAt)
+	resumed := decodeJSON[wire.ResumeResult](t, r)
+	require.Len(t, resumed.Runs, 1)
+	require.Equal(t, runID, resumed.Runs[0].RunID)
+	require.Equal(t, dl.WorkflowCreatedAt, resumed.Runs[0].CreatedAt)
 	eventually(t, "second dead letter", func() bool {
 		entries = list("/v2/workflows/dlq?workflowRunId=" + runID)
 		return len(entries) == 1 && entries[0].DLQID != dl.DLQID
@@ -584,13 +603,13 @@ func TestWorkflowAPIDLQ(t *testing.T) {
 	// Resuming a dead letter that is gone resumes nothing.
 	r = env.call(t, http.MethodPost, "/v2/workflows/dlq/restart/"+dl.DLQID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Empty(t, decodeJSON[resumeResponse](t, r).WorkflowRuns)
+	require.Empty(t, decodeJSON[wire.ResumeResult](t, r).Runs)
 
 	// Restart by filter.
 	dl = entries[0]
 	r = env.call(t, http.MethodPost, "/v2/workflows/dlq/restart?dlqIds="+dl.DLQID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Len(t, decodeJSON[resumeResponse](t, r).WorkflowRuns, 1)
+	require.Len(t, decodeJSON[wire.ResumeResult](t, r).Runs, 1)
 	eventually(t, "third dead letter", func() bool {
 		entries = list("/v2/workflows/dlq?workflowRunId=" + runID)
 		return len(entries) == 1 && entries[0].DLQID != dl.DLQID
@@ -599,7 +618,7 @@ func TestWorkflowAPIDLQ(t *testing.T) {
 	dl = entries[0]
 	r = env.call(t, http.MethodPost, "/v2/workflows/dlq/resume", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Len(t, decodeJSON[resumeResponse](t, r).WorkflowRuns, 1)
+	require.Len(t, decodeJSON[wire.ResumeResult](t, r).Runs, 1)
 	eventually(t, "fourth dead letter", func() bool {
 		entries = list("/v2/workflows/dlq?workflowRunId=" + runID)
 		return len(entries) == 1 && entries[0].DLQID != dl.DLQID
@@ -622,7 +641,7 @@ func TestWorkflowAPIDLQ(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
 	r = env.call(t, http.MethodDelete, "/v2/workflows/dlq?workflowRunId="+runID, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Zero(t, decodeJSON[dlqDeleteResponse](t, r).Deleted)
+	require.Zero(t, decodeJSON[wire.DeleteResult](t, r).Deleted)
 }
 
 func TestWorkflowAPIBadInput(t *testing.T) {
@@ -697,11 +716,11 @@ func TestWorkflowAPIBadInput(t *testing.T) {
 
 	// Nothing of the above touched the live run.
 	v := env.runLog(t, runID)
-	require.Equal(t, "RUN_STARTED", v.WorkflowState)
+	require.Equal(t, "RUN_STARTED", v.State)
 	require.Len(t, v.Steps, 1)
 	r := env.call(t, http.MethodGet, "/v2/waiters/evt", nil)
 	require.Equal(t, http.StatusOK, r.Status)
-	require.Empty(t, decodeJSON[[]waiterView](t, r))
+	require.Empty(t, decodeJSON[[]wire.Waiter](t, r))
 
 	// A body beyond the limit.
 	r = env.call(t, http.MethodPost, "/v2/notify/evt", make([]byte, 2<<20))

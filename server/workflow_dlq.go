@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // workflowDLQHandlers serve the dead letters of workflow runs: list (also as
@@ -33,20 +34,6 @@ func (h *workflowDLQHandlers) register(g *echo.Group) {
 	g.POST("/workflows/dlq/resume/:dlqId", h.resume)
 	g.POST("/workflows/dlq/restart/:dlqId", h.restart)
 	g.POST("/workflows/dlq/callback/:dlqId", h.callback)
-}
-
-// workflowDLQView is a workflow dead letter: the failed delivery plus its run.
-type workflowDLQView struct {
-	dlqView
-	WorkflowRunID       string           `json:"workflowRunId"`
-	WorkflowURL         string           `json:"workflowUrl"`
-	WorkflowCreatedAt   int64            `json:"workflowCreatedAt"`
-	FailureCallbackInfo *failureFuncView `json:"failureCallbackInfo,omitempty"`
-}
-
-type workflowDLQListResponse struct {
-	Cursor   string            `json:"cursor,omitempty"`
-	Messages []workflowDLQView `json:"messages"`
 }
 
 // selection resolves a list or bulk request to one page of workflow dead letters.
@@ -80,12 +67,13 @@ func (h *workflowDLQHandlers) selection(c echo.Context) ([]delivery.DLQEntry, st
 	return h.engine.DLQ(c.Request().Context(), project, lq.cursor, lq.count, keep)
 }
 
-func (h *workflowDLQHandlers) view(ctx context.Context, project string, d *delivery.DLQEntry) workflowDLQView {
-	v := workflowDLQView{dlqView: toDLQView(d), WorkflowRunID: d.Message.RunID}
+// view is a workflow dead letter: the failed delivery plus its run.
+func (h *workflowDLQHandlers) view(ctx context.Context, project string, d *delivery.DLQEntry) wire.WorkflowDLQMessage {
+	v := wire.WorkflowDLQMessage{DLQMessage: toDLQView(d), RunID: d.Message.RunID}
 	if run, err := h.engine.Run(ctx, project, d.Message.RunID); err == nil {
 		v.WorkflowURL, v.WorkflowCreatedAt = run.URL, run.CreatedAt
 		if run.FailureMessageID != "" {
-			v.FailureCallbackInfo = &failureFuncView{MessageID: run.FailureMessageID, State: run.FailureState, DLQID: d.DLQID}
+			v.FailureCallbackInfo = &wire.FailureCallback{MessageID: run.FailureMessageID, State: run.FailureState, DLQID: d.DLQID}
 			if run.FailureCallback != nil {
 				v.FailureCallbackInfo.URL = run.FailureCallback.URL
 			}
@@ -99,7 +87,7 @@ func (h *workflowDLQHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := workflowDLQListResponse{Cursor: next, Messages: make([]workflowDLQView, len(entries))}
+	out := wire.WorkflowDLQPage{Cursor: next, Messages: make([]wire.WorkflowDLQMessage, len(entries))}
 	for i := range entries {
 		out.Messages[i] = h.view(c.Request().Context(), projectOf(c), &entries[i])
 	}
@@ -135,25 +123,15 @@ func (h *workflowDLQHandlers) deleteMany(c echo.Context) error {
 	return deleteSelected(c, h.selection, h.engine.DeleteDLQ)
 }
 
-type resumedRunView struct {
-	WorkflowRunID     string `json:"workflowRunId"`
-	WorkflowCreatedAt int64  `json:"workflowCreatedAt"`
-}
-
-type resumeResponse struct {
-	WorkflowRuns []resumedRunView `json:"workflowRuns"`
-	Cursor       string           `json:"cursor,omitempty"`
-}
-
 func (h *workflowDLQHandlers) resume(c echo.Context) error  { return h.resumeOrRestart(c, false) }
 func (h *workflowDLQHandlers) restart(c echo.Context) error { return h.resumeOrRestart(c, true) }
 
 func (h *workflowDLQHandlers) resumeOrRestart(c echo.Context, restart bool) error {
 	var retries *int
-	if v := strings.TrimSpace(c.Request().Header.Get("Upstash-Retries")); v != "" {
+	if v := strings.TrimSpace(c.Request().Header.Get(wire.HeaderRetries)); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return headerError("Upstash-Retries", "want a non-negative integer, got %q", v)
+			return headerError(wire.HeaderRetries, "want a non-negative integer, got %q", v)
 		}
 		retries = &n
 	}
@@ -165,9 +143,9 @@ func (h *workflowDLQHandlers) resumeOrRestart(c echo.Context, restart bool) erro
 	if err != nil {
 		return err
 	}
-	out := resumeResponse{Cursor: next, WorkflowRuns: make([]resumedRunView, len(runs))}
+	out := wire.ResumeResult{Cursor: next, Runs: make([]wire.RunRef, len(runs))}
 	for i, r := range runs {
-		out.WorkflowRuns[i] = resumedRunView{WorkflowRunID: r.RunID, WorkflowCreatedAt: r.CreatedAt}
+		out.Runs[i] = wire.RunRef{RunID: r.RunID, CreatedAt: r.CreatedAt}
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // runFilters are the filters of run logs, bulk cancel and the workflow DLQ.
@@ -98,47 +99,6 @@ func (h *runLogHandlers) register(g *echo.Group) {
 	g.GET("/workflows/logs", h.list)
 }
 
-// runLogView is a WorkflowRunLog of the workflow SDK.
-type runLogView struct {
-	WorkflowRunID          string           `json:"workflowRunId"`
-	WorkflowURL            string           `json:"workflowUrl"`
-	WorkflowState          string           `json:"workflowState"`
-	WorkflowRunCreatedAt   int64            `json:"workflowRunCreatedAt"`
-	WorkflowRunCompletedAt int64            `json:"workflowRunCompletedAt,omitempty"`
-	WorkflowRunResponse    *string          `json:"workflowRunResponse,omitempty"`
-	Steps                  []stepGroupView  `json:"steps"`
-	Label                  string           `json:"label,omitempty"`
-	Labels                 []string         `json:"labels,omitempty"`
-	DLQID                  string           `json:"dlqId,omitempty"`
-	Invoker                *invokerView     `json:"invoker,omitempty"`
-	FailureFunction        *failureFuncView `json:"failureFunction,omitempty"`
-	// Waiting says why a live run's next delivery has not started (flow control).
-	Waiting *waitingView `json:"waiting,omitempty"`
-}
-
-type stepGroupView struct {
-	Type  string           `json:"type"`
-	Steps []map[string]any `json:"steps"`
-}
-
-type invokerView struct {
-	WorkflowRunID        string `json:"workflowRunId"`
-	WorkflowURL          string `json:"workflowUrl"`
-	WorkflowRunCreatedAt int64  `json:"workflowRunCreatedAt"`
-}
-
-type failureFuncView struct {
-	MessageID string `json:"messageId"`
-	URL       string `json:"url"`
-	State     string `json:"state"`
-	DLQID     string `json:"dlqId,omitempty"`
-}
-
-type runLogsResponse struct {
-	Cursor string       `json:"cursor,omitempty"`
-	Runs   []runLogView `json:"runs"`
-}
-
 func (h *runLogHandlers) list(c echo.Context) error {
 	f, err := parseRunFilters(c)
 	if err != nil {
@@ -158,7 +118,7 @@ func (h *runLogHandlers) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := runLogsResponse{Runs: make([]runLogView, 0, len(runs)), Cursor: formatRunCursor(next)}
+	out := wire.RunLogsPage{Runs: make([]wire.RunLog, 0, len(runs)), Cursor: formatRunCursor(next)}
 	for i := range runs {
 		if msgID != "" && !runHasMessage(&runs[i], msgID) {
 			continue
@@ -170,7 +130,7 @@ func (h *runLogHandlers) list(c echo.Context) error {
 				return err
 			}
 			if ok {
-				v.Waiting = &waitingView{Reason: reason, Since: since.UnixMilli()}
+				v.Waiting = &wire.Waiting{Reason: reason, Since: since.UnixMilli()}
 			}
 		}
 		out.Runs = append(out.Runs, v)
@@ -207,22 +167,23 @@ func formatRunCursor(c *delivery.RunCursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt, 10) + "." + c.RunID))
 }
 
-func toRunLogView(r *delivery.RunWithHistory) runLogView {
-	v := runLogView{
-		WorkflowRunID: r.ID, WorkflowURL: r.URL, WorkflowState: r.State,
-		WorkflowRunCreatedAt: r.CreatedAt, WorkflowRunCompletedAt: r.EndedAt,
+// toRunLogView is a WorkflowRunLog of the workflow SDK.
+func toRunLogView(r *delivery.RunWithHistory) wire.RunLog {
+	v := wire.RunLog{
+		RunID: r.ID, URL: r.URL, State: r.State,
+		CreatedAt: r.CreatedAt, CompletedAt: r.EndedAt,
 		Label: strings.Join(r.Labels, ","), Labels: r.Labels, DLQID: r.DLQID,
 		Steps: stepGroups(r.History),
 	}
 	if r.HasResp {
 		s := string(r.Response)
-		v.WorkflowRunResponse = &s
+		v.Response = &s
 	}
 	if p := r.Parent; p != nil {
-		v.Invoker = &invokerView{WorkflowRunID: p.RunID, WorkflowURL: p.URL, WorkflowRunCreatedAt: p.CreatedAt}
+		v.Invoker = &wire.RunInvoker{RunID: p.RunID, URL: p.URL, CreatedAt: p.CreatedAt}
 	}
 	if r.FailureMessageID != "" {
-		v.FailureFunction = &failureFuncView{MessageID: r.FailureMessageID, URL: r.URL, State: r.FailureState, DLQID: r.DLQID}
+		v.FailureFunction = &wire.FailureCallback{MessageID: r.FailureMessageID, URL: r.URL, State: r.FailureState, DLQID: r.DLQID}
 		if r.FailureCallback != nil {
 			v.FailureFunction.URL = r.FailureCallback.URL
 		}
@@ -232,36 +193,46 @@ func toRunLogView(r *delivery.RunWithHistory) runLogView {
 
 // stepGroups turns a run's history into the SDK's step log groups: the initial payload,
 // then each step result; results of a parallel group (concurrent > 1) share a group. Plan
-// steps and call bookkeeping entries are left out.
-func stepGroups(history []delivery.HistoryEntry) []stepGroupView {
-	groups := []stepGroupView{}
-	var open *stepGroupView
+// steps and call bookkeeping entries are left out. A step keeps every field its SDK sent,
+// as sent.
+func stepGroups(history []delivery.HistoryEntry) []wire.StepGroup {
+	groups := []wire.StepGroup{}
+	var open *wire.StepGroup
 	want := 0
 	for i, e := range history {
 		if e.CallType != delivery.CallStep {
 			continue
 		}
-		step := map[string]any{}
+		var step wire.StepLog
 		if i == 0 {
-			step = map[string]any{"stepId": 0, "stepName": "init", "stepType": "Initial", "out": string(e.Body), "concurrent": 1}
-		} else if err := json.Unmarshal(e.Body, &step); err != nil {
+			step = wire.StepLog{
+				"stepId": rawJSON(0), "stepName": rawJSON("init"), "stepType": rawJSON("Initial"),
+				"out": rawJSON(string(e.Body)), "concurrent": rawJSON(1),
+			}
+		} else if err := json.Unmarshal(e.Body, &step); err != nil || step == nil {
 			continue
 		}
-		if id, _ := step["stepId"].(float64); i > 0 && id == 0 {
+		var id, n float64
+		_ = json.Unmarshal(step["stepId"], &id) // absent or not a number: 0
+		_ = json.Unmarshal(step["concurrent"], &n)
+		if i > 0 && id == 0 {
 			continue // a plan step
 		}
-		step["messageId"], step["callType"], step["state"], step["createdAt"] = e.MessageID, e.CallType, "STEP_SUCCESS", e.CreatedAt
-		n, _ := step["concurrent"].(float64)
+		step["messageId"], step["callType"] = rawJSON(e.MessageID), rawJSON(e.CallType)
+		step["state"], step["createdAt"] = rawJSON("STEP_SUCCESS"), rawJSON(e.CreatedAt)
 		if n <= 1 {
-			groups = append(groups, stepGroupView{Type: "sequential", Steps: []map[string]any{step}})
+			groups = append(groups, wire.StepGroup{Type: "sequential", Steps: []wire.StepLog{step}})
 			open = nil
 			continue
 		}
 		if open == nil || len(open.Steps) >= want {
-			groups = append(groups, stepGroupView{Type: "parallel"})
+			groups = append(groups, wire.StepGroup{Type: "parallel"})
 			open, want = &groups[len(groups)-1], int(n)
 		}
 		open.Steps = append(open.Steps, step)
 	}
 	return groups
 }
+
+// rawJSON encodes a plain value (a string or a number) for a StepLog.
+func rawJSON(v any) json.RawMessage { return wire.MustCompactJSON(v) }

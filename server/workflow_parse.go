@@ -8,21 +8,14 @@ import (
 	"strings"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
-// Workflow publish headers (protocol §3.2).
+// Workflow publish headers (protocol §3.2) beyond wire's: the run of a callback.
 const (
-	hWorkflowRunID       = "Upstash-Workflow-Runid"
-	hWorkflowInit        = "Upstash-Workflow-Init"
-	hWorkflowURL         = "Upstash-Workflow-Url"
-	hWorkflowCallType    = "Upstash-Workflow-Calltype"
-	hWorkflowInvoke      = "Upstash-Workflow-Invoke"
-	hFeatureSet          = "Upstash-Feature-Set"
-	hInvokeCount         = "Upstash-Workflow-Invoke-Count"
-	hCallbackRunID       = "Upstash-Callback-Workflow-Runid"
-	hFailureRunID        = "Upstash-Failure-Callback-Workflow-Runid"
-	featureDetectTrigger = "WF_DetectTrigger"
-	maxRunIDLen          = 256
+	hCallbackRunID = wire.PrefixCallback + "Workflow-Runid"
+	hFailureRunID  = wire.PrefixFailureCallback + "Workflow-Runid"
+	maxRunIDLen    = 256
 )
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9\-_.:]+$`)
@@ -54,7 +47,7 @@ func (p messageParser) workflow(h http.Header, m *delivery.Message) (*delivery.R
 	if fc := h.Get(hFailureRunID); fc != "" && m.FailureCallback != nil {
 		m.FailureCallback.RunID, m.FailureCallback.CallType = fc, delivery.CallFailure
 	}
-	runID := h.Get(hWorkflowRunID)
+	runID := h.Get(wire.HeaderWorkflowRunID)
 	if runID == "" {
 		return nil, nil
 	}
@@ -62,33 +55,33 @@ func (p messageParser) workflow(h http.Header, m *delivery.Message) (*delivery.R
 		return nil, err
 	}
 	m.RunID = runID
-	m.CallType = h.Get(hWorkflowCallType)
+	m.CallType = h.Get(wire.HeaderWorkflowCallType)
 	switch m.CallType {
 	case "", delivery.CallStep:
 		m.CallType = delivery.CallStep
 	case delivery.CallToCallback:
 	default:
-		return nil, headerError(hWorkflowCallType, "%q cannot be published (want step or toCallback)", m.CallType)
+		return nil, headerError(wire.HeaderWorkflowCallType, "%q cannot be published (want step or toCallback)", m.CallType)
 	}
-	if !strings.EqualFold(h.Get(hWorkflowInit), "true") {
+	if !strings.EqualFold(h.Get(wire.HeaderWorkflowInit), "true") {
 		return nil, nil
 	}
-	init := &delivery.RunInit{URL: h.Get(hWorkflowURL), DetectTrigger: strings.Contains(h.Get(hFeatureSet), featureDetectTrigger)}
+	init := &delivery.RunInit{URL: h.Get(wire.HeaderWorkflowURL), DetectTrigger: strings.Contains(h.Get(wire.HeaderFeatureSet), wire.FeatureDetectTrigger)}
 	if init.URL != "" {
-		u, err := p.checkURL(hWorkflowURL, init.URL)
+		u, err := p.checkURL(wire.HeaderWorkflowURL, init.URL)
 		if err != nil {
 			return nil, err
 		}
 		init.URL = u
 	}
-	if v := first(m.Header[hInvokeCount]); v != "" {
+	if v := first(m.Header[wire.HeaderWorkflowInvokeCount]); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, headerError("Upstash-Forward-"+hInvokeCount, "want a non-negative integer, got %q", v)
+			return nil, headerError(wire.PrefixForward+wire.HeaderWorkflowInvokeCount, "want a non-negative integer, got %q", v)
 		}
 		init.InvokeDepth = n
 	}
-	if strings.EqualFold(h.Get(hWorkflowInvoke), "true") {
+	if strings.EqualFold(h.Get(wire.HeaderWorkflowInvoke), "true") {
 		parent, payload, err := p.invokeParent(m.Body)
 		if err != nil {
 			return nil, err
@@ -126,7 +119,7 @@ func (p messageParser) template(h http.Header, url string) (*delivery.Message, e
 	if err != nil {
 		return nil, err
 	}
-	runID := h.Get(hWorkflowRunID)
+	runID := h.Get(wire.HeaderWorkflowRunID)
 	if err := validRunID(runID); err != nil {
 		return nil, err
 	}

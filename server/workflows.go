@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // workflowEngine is what the workflow handlers call.
@@ -76,13 +76,6 @@ func (h *workflowHandlers) endRun(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// historyEntryView is one history entry on the wire (protocol §5.3).
-type historyEntryView struct {
-	MessageID string `json:"messageId"`
-	Body      []byte `json:"body"`
-	CallType  string `json:"callType"`
-}
-
 // history serves the SDK's lazy fetch: the run's history, or 404 once the run ended.
 func (h *workflowHandlers) history(c echo.Context) error {
 	run, err := h.engine.Run(c.Request().Context(), projectOf(c), c.Param("id"))
@@ -92,13 +85,13 @@ func (h *workflowHandlers) history(c echo.Context) error {
 	if !run.Live() {
 		return notFound("workflow run %q has ended (%s)", run.ID, run.State)
 	}
-	out := make([]historyEntryView, len(run.History))
+	out := make([]wire.HistoryEntry, len(run.History))
 	for i, e := range run.History {
 		body := e.Body
 		if body == nil {
 			body = []byte{} // "" not null: the SDK decodes it with atob
 		}
-		out[i] = historyEntryView{MessageID: e.MessageID, Body: body, CallType: e.CallType}
+		out[i] = wire.HistoryEntry{MessageID: e.MessageID, Body: body, CallType: e.CallType}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -124,7 +117,7 @@ func (h *workflowHandlers) cancelMany(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, cancelResponse{Cancelled: n})
+	return c.JSON(http.StatusOK, wire.CancelResult{Cancelled: n})
 }
 
 // waitRequest is the body of POST /v2/wait/{eventId} (protocol §5.11).
@@ -206,18 +199,9 @@ func parseWaitTimeout(raw json.RawMessage) (time.Duration, string, error) {
 	return d, text, nil
 }
 
-// waiterView is a Waiter as the API shows it.
-type waiterView struct {
-	URL            string              `json:"url"`
-	Deadline       int64               `json:"deadline"`
-	Headers        map[string][]string `json:"headers"`
-	TimeoutURL     string              `json:"timeoutUrl"`
-	TimeoutBody    string              `json:"timeoutBody,omitempty"`
-	TimeoutHeaders map[string][]string `json:"timeoutHeaders"`
-}
-
-func toWaiterView(w *delivery.Waiter) waiterView {
-	v := waiterView{Deadline: w.Deadline / 1000, Headers: map[string][]string{}, TimeoutHeaders: map[string][]string{}}
+// toWaiterView is a Waiter as the API shows it.
+func toWaiterView(w *delivery.Waiter) wire.Waiter {
+	v := wire.Waiter{Deadline: w.Deadline / 1000, Headers: http.Header{}, TimeoutHeaders: http.Header{}}
 	if w.Template != nil {
 		v.URL = w.Template.URL
 		maps.Copy(v.Headers, w.Template.Header)
@@ -229,19 +213,11 @@ func toWaiterView(w *delivery.Waiter) waiterView {
 	return v
 }
 
-// notifyView is one resolved waiter in a notify answer.
-type notifyView struct {
-	Waiter            waiterView `json:"waiter"`
-	MessageID         string     `json:"messageId"`
-	Error             string     `json:"error"`
-	WorkflowRunID     string     `json:"workflowRunId,omitempty"`
-	WorkflowCreatedAt int64      `json:"workflowCreatedAt,omitempty"`
-}
-
-func toNotifyViews(results []delivery.NotifyResult) []notifyView {
-	out := make([]notifyView, len(results))
+// toNotifyViews are the resolved waiters of a notify answer.
+func toNotifyViews(results []delivery.NotifyResult) []wire.NotifyResult {
+	out := make([]wire.NotifyResult, len(results))
 	for i, r := range results {
-		out[i] = notifyView{Waiter: toWaiterView(&r.Waiter), MessageID: r.MessageID, WorkflowRunID: r.Waiter.RunID}
+		out[i] = wire.NotifyResult{Waiter: toWaiterView(&r.Waiter), MessageID: r.MessageID, RunID: r.Waiter.RunID}
 	}
 	return out
 }
@@ -270,7 +246,7 @@ func (h *workflowHandlers) notifyRun(c echo.Context) error {
 		return err
 	}
 	if len(res) == 0 {
-		return c.JSON(http.StatusOK, notifyView{WorkflowRunID: runID})
+		return c.JSON(http.StatusOK, wire.NotifyResult{RunID: runID})
 	}
 	return c.JSON(http.StatusOK, toNotifyViews(res)[0])
 }
@@ -280,21 +256,11 @@ func (h *workflowHandlers) waiters(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]waiterView, len(ws))
+	out := make([]wire.Waiter, len(ws))
 	for i := range ws {
 		out[i] = toWaiterView(&ws[i])
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// hookEvent is what a webhook call resolves a WaitForWebhook with (protocol §5.11).
-type hookEvent struct {
-	Method string              `json:"method"`
-	Header map[string][]string `json:"header"`
-	Body   string              `json:"body"`
-	Proto  string              `json:"proto"`
-	Host   string              `json:"host"`
-	URL    string              `json:"url"`
 }
 
 func (h *workflowHandlers) hook(c echo.Context) error {
@@ -311,8 +277,12 @@ func (h *workflowHandlers) hook(c echo.Context) error {
 	if r.TLS == nil {
 		proto = "http"
 	}
-	event := compactJSONBytes(hookEvent{
-		Method: r.Method, Header: r.Header, Body: base64.StdEncoding.EncodeToString(body),
+	if body == nil {
+		body = []byte{} // "" not null
+	}
+	// What a webhook call resolves a WaitForWebhook with (protocol §5.11).
+	event := wire.MustCompactJSON(wire.WebhookCall{
+		Method: r.Method, Header: r.Header, Body: body,
 		Proto: proto, Host: r.Host, URL: r.URL.RequestURI(),
 	})
 	if _, err := h.engine.Notify(c.Request().Context(), project, c.Param("eventId"), c.Param("runId"), event); err != nil {
@@ -340,7 +310,7 @@ func (h *workflowHandlers) trigger(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	runID := c.Request().Header.Get(hWorkflowRunID)
+	runID := c.Request().Header.Get(wire.HeaderWorkflowRunID)
 	if runID == "" {
 		runID = newRunID()
 	} else if err := validRunID(runID); err != nil {
@@ -361,14 +331,4 @@ func newRunID() string {
 	var b [15]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return "wfr_" + strings.TrimRight(base64.RawURLEncoding.EncodeToString(b[:]), "=")
-}
-
-func compactJSONBytes(v any) []byte {
-	var sb strings.Builder
-	enc := json.NewEncoder(&sb)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(fmt.Sprintf("server: encode %T: %v", v, err)) // only plain data types
-	}
-	return []byte(strings.TrimSuffix(sb.String(), "\n"))
 }

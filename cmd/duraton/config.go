@@ -49,22 +49,48 @@ func (e env) str(name, def string) string {
 	return def
 }
 
-func (e env) int64(name string, def int64) int64 {
-	if v, err := strconv.ParseInt(e(name), 10, 64); err == nil {
-		return v
-	}
-	return def
+// envDefaults reads flag defaults from DURATON_* variables. A variable that is set but
+// malformed is an error naming it, never a silent fall-back to the default: the first
+// one is kept in err.
+type envDefaults struct {
+	env
+	err error
 }
 
-func (e env) duration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(e(name)); err == nil {
-		return v
+func (e *envDefaults) int64(name string, def int64) int64 {
+	v := e.env(name)
+	if v == "" {
+		return def
 	}
-	return def
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		e.fail(fmt.Errorf("%s: %q is not an integer", name, v))
+		return def
+	}
+	return n
+}
+
+func (e *envDefaults) duration(name string, def time.Duration) time.Duration {
+	v := e.env(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		e.fail(fmt.Errorf("%s: %q is not a duration (want e.g. 30s, 5m)", name, v))
+		return def
+	}
+	return d
+}
+
+func (e *envDefaults) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
 }
 
 func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(string) string) (serverFlags, error) {
-	e := env(getenv)
+	e := &envDefaults{env: getenv}
 	var f serverFlags
 	fs := flag.NewFlagSet(string(m), flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -84,11 +110,12 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
 	if m == modeServe {
-		fs.StringVar(&f.Token, "token", e("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
-		fs.StringVar(&f.CurrentKey, "current-signing-key", e("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
-		fs.StringVar(&f.NextKey, "next-signing-key", e("DURATON_NEXT_SIGNING_KEY"), "next signing key of project \"default\" at creation (DURATON_NEXT_SIGNING_KEY); generated if empty")
-		fs.StringVar(&f.AllowCIDRs, "allow-cidrs", e("DURATON_ALLOW_CIDRS"), "comma-separated CIDRs that destinations may resolve to despite being private/loopback (DURATON_ALLOW_CIDRS)")
+		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
+		fs.StringVar(&f.CurrentKey, "current-signing-key", e.env("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
+		fs.StringVar(&f.NextKey, "next-signing-key", e.env("DURATON_NEXT_SIGNING_KEY"), "next signing key of project \"default\" at creation (DURATON_NEXT_SIGNING_KEY); generated if empty")
+		fs.StringVar(&f.AllowCIDRs, "allow-cidrs", e.env("DURATON_ALLOW_CIDRS"), "comma-separated CIDRs that destinations may resolve to despite being private/loopback (DURATON_ALLOW_CIDRS)")
 	}
+	// A malformed flag value is refused by fs.Parse, which names the flag on stderr.
 	if err := fs.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -96,24 +123,38 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", m, fs.Arg(0))
 		return f, errUsage
 	}
+	// A malformed variable is refused even when a flag overrides it: it is a mistake in
+	// the deployment either way.
+	if e.err != nil {
+		return f, e.err
+	}
+	if maxInFlight < 1 || maxInFlight > 100_000 {
+		return f, fmt.Errorf("--max-in-flight (DURATON_MAX_IN_FLIGHT) must be between 1 and 100000, got %d", maxInFlight)
+	}
+	if ceiling < 0 || ceiling > 1_000_000 {
+		return f, fmt.Errorf("--project-ceiling (DURATON_PROJECT_CEILING) must be between 0 and 1000000, got %d", ceiling)
+	}
 	f.MaxInFlight, f.ProjectCeiling = int(maxInFlight), int(ceiling)
-	if f.ProjectCeiling < 0 || f.ProjectCeiling > 1_000_000 {
-		return f, fmt.Errorf("--project-ceiling must be between 0 and 1000000")
-	}
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
-		return f, fmt.Errorf("--max-body-bytes must be between 1 and %d", 64<<20)
-	}
-	if f.MaxInFlight < 1 || f.MaxInFlight > 100_000 {
-		return f, fmt.Errorf("--max-in-flight must be between 1 and 100000")
+		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
 	}
 	if f.DefaultTimeout <= 0 {
-		return f, fmt.Errorf("--default-timeout must be positive")
+		return f, fmt.Errorf("--default-timeout (DURATON_DEFAULT_TIMEOUT) must be positive, got %s", f.DefaultTimeout)
+	}
+	if f.DrainTimeout < 0 {
+		return f, fmt.Errorf("--drain-timeout (DURATON_DRAIN_TIMEOUT) must not be negative, got %s", f.DrainTimeout)
+	}
+	if strings.TrimSpace(f.Addr) == "" {
+		return f, fmt.Errorf("--addr (DURATON_ADDR) must not be empty")
+	}
+	if strings.TrimSpace(f.DataDir) == "" {
+		return f, fmt.Errorf("--data (DURATON_DATA) must not be empty")
 	}
 	if _, err := parseLevel(f.LogLevel); err != nil {
 		return f, err
 	}
 	if f.LogFormat != "text" && f.LogFormat != "json" {
-		return f, fmt.Errorf("--log-format must be text or json, got %q", f.LogFormat)
+		return f, fmt.Errorf("--log-format (DURATON_LOG_FORMAT) must be text or json, got %q", f.LogFormat)
 	}
 	if _, err := parseCIDRs(f.AllowCIDRs); err != nil {
 		return f, err
@@ -124,7 +165,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("--log-level: %q is not debug, info, warn or error", s)
+		return l, fmt.Errorf("--log-level (DURATON_LOG_LEVEL): %q is not debug, info, warn or error", s)
 	}
 	return l, nil
 }
@@ -138,7 +179,7 @@ func parseCIDRs(s string) ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(part)
 		if err != nil {
-			return nil, fmt.Errorf("--allow-cidrs: %q is not a CIDR (want e.g. 10.0.0.0/8)", part)
+			return nil, fmt.Errorf("--allow-cidrs (DURATON_ALLOW_CIDRS): %q is not a CIDR (want e.g. 10.0.0.0/8)", part)
 		}
 		out = append(out, p.Masked())
 	}

@@ -33,6 +33,8 @@ const (
 	HeaderWorkflowSdkVersion      = "Upstash-Workflow-Sdk-Version"
 	HeaderWorkflowCreatedAt       = "Upstash-Workflow-Createdat"
 	HeaderWorkflowInvoke          = "Upstash-Workflow-Invoke"
+	HeaderWorkflowInvokeCount     = "Upstash-Workflow-Invoke-Count"
+	PrefixWorkflow                = "Upstash-Workflow-"
 	HeaderContentType             = "Content-Type"
 	HeaderAuthorization           = "Authorization"
 	HeaderRetryAfter              = "Retry-After"
@@ -46,6 +48,39 @@ const (
 	HeaderSignature = "Upstash-Signature"
 	HeaderMessageID = "Upstash-Message-Id"
 	HeaderRetried   = "Upstash-Retried"
+
+	// Workflow delivery headers (server → endpoint, protocol §5).
+	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"
+	// HeaderWorkflowCallback and HeaderWorkflowFailureCallback ("true") mark a call's
+	// callback and a run's failure callback; the SDK forwards them on its publishes.
+	HeaderWorkflowCallback        = "Upstash-Workflow-Callback"
+	HeaderWorkflowFailureCallback = "Upstash-Workflow-Failure-Callback"
+	HeaderWorkflowStepID          = "Upstash-Workflow-Stepid"
+	HeaderWorkflowStepName        = "Upstash-Workflow-Stepname"
+	HeaderWorkflowStepType        = "Upstash-Workflow-Steptype"
+	HeaderWorkflowConcurrent      = "Upstash-Workflow-Concurrent"
+	HeaderWorkflowContentType     = "Upstash-Workflow-Contenttype"
+
+	// Endpoint answer headers (endpoint → server).
+	// HeaderWorkflowFailureCallbackNotFound says the endpoint has no failure function.
+	HeaderWorkflowFailureCallbackNotFound = "Upstash-Workflow-Failure-Callback-Notfound"
+)
+
+// Values of workflow headers.
+const (
+	// SdkVersion is the workflow protocol version of Upstash-Workflow-Sdk-Version.
+	SdkVersion = "1"
+	// FeatureDetectTrigger (in Upstash-Feature-Set) makes a first delivery answered
+	// without Upstash-Workflow-Sdk-Version fail the run.
+	FeatureDetectTrigger = "WF_DetectTrigger"
+	// FeatureSet is what the SDKs announce on workflow messages (protocol §3.2).
+	FeatureSet = "LazyFetch,InitialBody," + FeatureDetectTrigger + ",WF_TriggerOnConfig"
+	// Call types of Upstash-Workflow-Calltype (protocol §5.2); storage persists the same
+	// names.
+	CallTypeStep         = "step"
+	CallTypeToCallback   = "toCallback"
+	CallTypeFromCallback = "fromCallback"
+	CallTypeFailure      = "failureCall"
 )
 
 // IsHopByHop reports whether a header must never be forwarded to a destination: it

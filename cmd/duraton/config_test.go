@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// envOf is a getenv over a fixed set of variables.
+func envOf(vars map[string]string) func(string) string {
+	return func(name string) string { return vars[name] }
+}
+
+func TestParseServerFlagsDefaults(t *testing.T) {
+	t.Parallel()
+	f, err := parseServerFlags(modeServe, nil, &bytes.Buffer{}, envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, serverFlags{
+		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, MaxInFlight: 512,
+		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, LogLevel: "info", LogFormat: "text",
+	}, f)
+}
+
+func TestParseServerFlagsFromEnvAndFlags(t *testing.T) {
+	t.Parallel()
+	env := envOf(map[string]string{
+		"DURATON_MAX_IN_FLIGHT": "64", "DURATON_DEFAULT_TIMEOUT": "5s", "DURATON_PROJECT_CEILING": "10",
+		"DURATON_MAX_BODY_BYTES": "2048", "DURATON_DRAIN_TIMEOUT": "1m",
+	})
+	f, err := parseServerFlags(modeServe, []string{"-max-in-flight", "8"}, &bytes.Buffer{}, env)
+	require.NoError(t, err)
+	require.Equal(t, 8, f.MaxInFlight, "a flag wins over its variable")
+	require.Equal(t, 5*time.Second, f.DefaultTimeout)
+	require.Equal(t, 10, f.ProjectCeiling)
+	require.Equal(t, int64(2048), f.MaxBodyBytes)
+	require.Equal(t, time.Minute, f.DrainTimeout)
+}
+
+// A malformed variable is an error naming it, never the default in silence.
+func TestParseServerFlagsMalformedEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, variable, value string
+		args                  []string
+		wantErr               string
+	}{
+		{name: "MaxInFlightNotInt", variable: "DURATON_MAX_IN_FLIGHT", value: "lots", wantErr: `DURATON_MAX_IN_FLIGHT: "lots" is not an integer`},
+		{name: "MaxBodyBytesNotInt", variable: "DURATON_MAX_BODY_BYTES", value: "1MB", wantErr: `DURATON_MAX_BODY_BYTES: "1MB" is not an integer`},
+		{name: "CeilingNotInt", variable: "DURATON_PROJECT_CEILING", value: "1.5", wantErr: `DURATON_PROJECT_CEILING: "1.5" is not an integer`},
+		{name: "TimeoutNotDuration", variable: "DURATON_DEFAULT_TIMEOUT", value: "30", wantErr: `DURATON_DEFAULT_TIMEOUT: "30" is not a duration`},
+		{name: "DrainNotDuration", variable: "DURATON_DRAIN_TIMEOUT", value: "soon", wantErr: `DURATON_DRAIN_TIMEOUT: "soon" is not a duration`},
+		{name: "EvenWhenFlagOverrides", variable: "DURATON_MAX_IN_FLIGHT", value: "x", args: []string{"-max-in-flight", "4"}, wantErr: "DURATON_MAX_IN_FLIGHT"},
+		{name: "OutOfRange", variable: "DURATON_MAX_IN_FLIGHT", value: "0", wantErr: "DURATON_MAX_IN_FLIGHT) must be between 1 and 100000, got 0"},
+		{name: "NegativeDrain", variable: "DURATON_DRAIN_TIMEOUT", value: "-1s", wantErr: "DURATON_DRAIN_TIMEOUT) must not be negative"},
+		{name: "LogLevel", variable: "DURATON_LOG_LEVEL", value: "loud", wantErr: "DURATON_LOG_LEVEL"},
+		{name: "LogFormat", variable: "DURATON_LOG_FORMAT", value: "xml", wantErr: "DURATON_LOG_FORMAT"},
+		{name: "CIDR", variable: "DURATON_ALLOW_CIDRS", value: "10.0.0.0/8, nope", wantErr: "DURATON_ALLOW_CIDRS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseServerFlags(modeServe, tt.args, &bytes.Buffer{}, envOf(map[string]string{tt.variable: tt.value}))
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}
+
+// A malformed flag value is refused by the flag package, which names the flag.
+func TestParseServerFlagsMalformedFlag(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-max-in-flight", "lots"}, {"-default-timeout", "30"}, {"-project-ceiling", "-"}} {
+		var stderr bytes.Buffer
+		_, err := parseServerFlags(modeDev, args, &stderr, envOf(nil))
+		require.ErrorIs(t, err, errUsage, "%v", args)
+		require.Contains(t, stderr.String(), "invalid value")
+		require.Contains(t, stderr.String(), args[0], "names the flag")
+	}
+}
+
+// The binary refuses to start on a malformed variable: exit status 1 and the variable named,
+// before anything is opened.
+func TestRunRefusesMalformedEnv(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// Bounds a regression (a server that starts anyway) instead of hanging the suite.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"dev", "-data", dir, "-addr", "127.0.0.1:0"}, &stdout, &stderr,
+		envOf(map[string]string{"DURATON_DEFAULT_TIMEOUT": "thirty seconds"}))
+	require.Equal(t, 1, code, "stdout %s stderr %s", stdout.String(), stderr.String())
+	require.Contains(t, stderr.String(), `DURATON_DEFAULT_TIMEOUT: "thirty seconds" is not a duration`)
+	require.NoFileExists(t, dir+"/duraton.db", "nothing opened")
+}
