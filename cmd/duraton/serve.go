@@ -46,7 +46,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	policy := netguard.Policy{Allow: allow}
 
-	store, err := storage.Open(dataFile(f.DataDir), storage.Options{})
+	store, err := openStore(f.DataDir)
 	if err != nil {
 		return err
 	}
