@@ -30,7 +30,7 @@ func startServe(t *testing.T, dir string, extra ...string) *serveProc {
 	t.Helper()
 	bin, err := duratonBinary()
 	require.NoError(t, err)
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", dir, }, extra...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, extra...)...)
 	cmd.Env = append(os.Environ(), "DURATON_TOKEN=", "DURATON_DATA=")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
