@@ -59,6 +59,9 @@ func (h *workflowHandlers) parser() messageParser {
 // endRun is the SDK's completion (cancel=false, body = the route's return value) or its
 // context.cancel() (cancel=true).
 func (h *workflowHandlers) endRun(c echo.Context) error {
+	if err := noQuery(c, "DELETE /v2/workflows/runs/{id}", "cancel"); err != nil {
+		return err
+	}
 	id := c.Param("id")
 	body, err := readBody(c, h.cfg.MaxBodyBytes)
 	if err != nil {
@@ -107,6 +110,9 @@ func (h *workflowHandlers) history(c echo.Context) error {
 const maxBulkRunCancel = 1000
 
 func (h *workflowHandlers) cancelMany(c echo.Context) error {
+	if err := cancelRunsParams.check(c); err != nil {
+		return err
+	}
 	q := c.QueryParams()
 	ids := q["workflowRunIds"]
 	if len(ids) > maxIDs {
