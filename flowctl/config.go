@@ -45,6 +45,7 @@ func Parse(key, value string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: Upstash-Flow-Control-Key %q must match ^[a-zA-Z0-9\\-_.]+$ and be at most %d bytes", ErrInvalid, key, MaxKeyLen)
 	}
 	c := Config{Key: key, Period: DefaultPeriod}
+	seen := map[string]bool{}
 	for _, item := range strings.Split(value, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -55,6 +56,14 @@ func Parse(key, value string) (Config, error) {
 			return Config{}, fmt.Errorf("%w: Upstash-Flow-Control-Value item %q is not name=value", ErrInvalid, item)
 		}
 		name, val = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(val)
+		canonical := name
+		if canonical == "ratepersecond" {
+			canonical = "rate"
+		}
+		if seen[canonical] {
+			return Config{}, fmt.Errorf("%w: Upstash-Flow-Control-Value gives %s more than once", ErrInvalid, canonical)
+		}
+		seen[canonical] = true
 		switch name {
 		case "parallelism":
 			n, err := positiveInt(val, MaxParallelism)

@@ -150,6 +150,9 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	var req waitRequest
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return badRequest("wait body must be {url, timeout, timeoutUrl, timeoutHeaders, step}: %v", err)
@@ -170,13 +173,21 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	if timeoutURL == "" {
 		timeoutURL = req.URL
 	}
+	if _, err := p.checkURL("timeoutUrl", timeoutURL); err != nil {
+		return err
+	}
 	timeoutHeaders := headerFromMap(req.TimeoutHeaders)
 	if len(req.TimeoutHeaders) == 0 {
 		timeoutHeaders = c.Request().Header
+	} else if err := checkHeaderMap("timeoutHeaders", timeoutHeaders); err != nil {
+		return err
 	}
 	onTimeout, err := p.template(timeoutHeaders, timeoutURL)
+	if err != nil && len(req.TimeoutHeaders) > 0 {
+		return prefixError("timeoutHeaders", err) // the URL passed: the headers are wrong
+	}
 	if err != nil {
-		return prefixError("timeoutHeaders", err)
+		return err
 	}
 	project := projectOf(c)
 	resume.Project, onTimeout.Project = project, project
@@ -253,6 +264,9 @@ func toNotifyViews(results []delivery.NotifyResult) []notifyView {
 }
 
 func (h *workflowHandlers) notify(c echo.Context) error {
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	data, err := readBody(c, h.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -266,6 +280,9 @@ func (h *workflowHandlers) notify(c echo.Context) error {
 
 // notifyRun notifies one run; if it is not waiting yet, the event is kept for it.
 func (h *workflowHandlers) notifyRun(c echo.Context) error {
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	data, err := readBody(c, h.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -282,6 +299,9 @@ func (h *workflowHandlers) notifyRun(c echo.Context) error {
 }
 
 func (h *workflowHandlers) waiters(c echo.Context) error {
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	ws, err := h.engine.Waiters(c.Request().Context(), projectOf(c), c.Param("eventId"))
 	if err != nil {
 		return err

@@ -214,3 +214,41 @@ func TestTokensCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.NotContains(t, out, "acme")
 }
+
+// TestDevWarnsBeyondLoopback: `dev --addr 0.0.0.0:...` says that its public credentials
+// are now reachable from the network.
+func TestDevWarnsBeyondLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: runs the duraton binary")
+	}
+	t.Parallel()
+	bin, err := duratonBinary()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "dev", "--addr", "0.0.0.0:0", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "DURATON_DATA=")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	warned := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		found := false
+		for sc.Scan() {
+			if !found && strings.Contains(sc.Text(), "dev mode listens beyond loopback") {
+				found = true
+				warned <- true
+			}
+		}
+		if !found {
+			warned <- false
+		}
+	}()
+	select {
+	case ok := <-warned:
+		require.True(t, ok, "dev exited without the warning")
+	case <-time.After(startupTimeout):
+		t.Fatal("no warning within the start-up timeout")
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+}

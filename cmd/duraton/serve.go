@@ -92,6 +92,10 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 
 	baseURL := "http://" + ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); m == modeDev && ok && !tcp.IP.IsLoopback() {
+		log.Warn("dev mode listens beyond loopback: its token and signing keys are public, so anyone who reaches this address can use the server; use `duraton serve` for anything but local development",
+			"addr", ln.Addr().String())
+	}
 	if m == modeDev {
 		fmt.Fprintf(stdout, "export QSTASH_URL=%s\nexport QSTASH_TOKEN=%s\nexport QSTASH_CURRENT_SIGNING_KEY=%s\nexport QSTASH_NEXT_SIGNING_KEY=%s\n",
 			baseURL, token, project.CurrentSigningKey, project.NextSigningKey)
