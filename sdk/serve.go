@@ -83,7 +83,9 @@ func WithoutSubjectCheck() ServeOption { return func(c *serveConfig) { c.anySubj
 
 // WithReplayCache refuses a signature whose jti cache already accepted (see
 // ReplayCache). Off by default.
-func WithReplayCache(cache *ReplayCache) ServeOption { return func(c *serveConfig) { c.replay = cache } }
+func WithReplayCache(cache *ReplayCache) ServeOption {
+	return func(c *serveConfig) { c.replay = cache }
+}
 
 // Serve turns a workflow route into an http.Handler that speaks the Upstash Workflow
 // protocol: it verifies each delivery, replays the recorded steps, runs or schedules the
