@@ -226,6 +226,9 @@ func (s *Store) commit(ops []*op) {
 			ops = append(ops[:f.index:f.index], ops[f.index+1:]...)
 			continue
 		}
+		if err != nil {
+			err = fmt.Errorf("storage: commit: %w: %w", ErrWriteFailed, err)
+		}
 		for _, o := range ops {
 			o.done <- err
 		}
