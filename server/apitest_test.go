@@ -44,8 +44,6 @@ const (
 	testProject    = "default"
 	// waitTimeout bounds every wait for an asynchronous effect (a delivery, a DLQ entry).
 	waitTimeout = 15 * time.Second
-	// pollEvery is the pause between two polls of the API while waiting.
-	pollEvery = 10 * time.Millisecond
 )
 
 // envOptions configure newAPI.
