@@ -43,6 +43,8 @@ type serveConfig struct {
 	failure     func(*FailureContext) (any, error)
 	workflowURL string
 	maxBody     int64
+	anySubject  bool
+	replay      *ReplayCache
 }
 
 // WithServeEnv replaces os.Getenv for QSTASH_URL, QSTASH_TOKEN and the signing keys.
@@ -69,8 +71,21 @@ func WithFailureFunction(fn func(*FailureContext) (any, error)) ServeOption {
 }
 
 // WithWorkflowURL sets the URL the workflow is reachable at, when it differs from what
-// the request shows (proxies, tunnels).
+// the request shows (proxies, tunnels). Signatures must then name this URL.
 func WithWorkflowURL(u string) ServeOption { return func(c *serveConfig) { c.workflowURL = u } }
+
+// WithoutSubjectCheck accepts a signature made for any URL. By default the token's sub
+// claim must be the URL the request arrived at (the WithWorkflowURL one when set), so a
+// delivery captured at one endpoint cannot be replayed at another that shares the
+// signing keys. Use it only behind a proxy that rewrites the host or the path in ways
+// WithWorkflowURL cannot express.
+func WithoutSubjectCheck() ServeOption { return func(c *serveConfig) { c.anySubject = true } }
+
+// WithReplayCache refuses a signature whose jti cache already accepted (see
+// ReplayCache). Off by default.
+func WithReplayCache(cache *ReplayCache) ServeOption {
+	return func(c *serveConfig) { c.replay = cache }
+}
 
 // Serve turns a workflow route into an http.Handler that speaks the Upstash Workflow
 // protocol: it verifies each delivery, replays the recorded steps, runs or schedules the
@@ -128,7 +143,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.cfg.receiver != nil {
-		if err := h.cfg.receiver.Verify(r.Header.Get(wire.HeaderSignature), body, ""); err != nil {
+		if err := h.verify(r, body); err != nil {
 			h.fail(w, http.StatusInternalServerError, fmt.Errorf("failed to verify that the workflow request comes from Duraton/QStash: %w", err))
 			return
 		}
@@ -149,6 +164,41 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// verify checks the signature, then that it was made for this URL and, with a replay
+// cache, that it is not a replay.
+func (h *handler) verify(r *http.Request, body []byte) error {
+	token := r.Header.Get(wire.HeaderSignature)
+	if err := h.cfg.receiver.Verify(token, body, ""); err != nil {
+		return err
+	}
+	sub, jti, exp, err := verifiedClaims(token)
+	if err != nil {
+		return err
+	}
+	if !h.cfg.anySubject {
+		want := h.cfg.workflowURL
+		if want == "" {
+			want = requestURL(r)
+		}
+		if !sameURL(sub, want) {
+			return fmt.Errorf("%w: signed for %q, received at %q (behind a rewriting proxy: WithWorkflowURL or WithoutSubjectCheck)", wire.ErrSubjectMismatch, sub, want)
+		}
+	}
+	if h.cfg.replay != nil && (jti == "" || !h.cfg.replay.accept(jti, exp, h.cfg.receiver.clock())) {
+		return ErrReplayed
+	}
+	return nil
+}
+
+// requestURL is the URL r arrived at, as the client addressed it.
+func requestURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.RequestURI()
+}
+
 func (h *handler) workflowURL(r *http.Request) string {
 	if h.cfg.workflowURL != "" {
 		return h.cfg.workflowURL
@@ -156,11 +206,7 @@ func (h *handler) workflowURL(r *http.Request) string {
 	if u := r.Header.Get(wire.HeaderWorkflowURL); u != "" {
 		return u
 	}
-	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + r.URL.RequestURI()
+	return requestURL(r)
 }
 
 // serveStep runs the route over the delivered history.

@@ -530,7 +530,7 @@ func TestAPIDLQ(t *testing.T) {
 	require.Empty(t, r.Body)
 	require.Equal(t, http.StatusNotFound, env.call(t, http.MethodDelete, "/v2/dlq/"+d3.DLQID, nil).Status)
 
-	r = env.call(t, http.MethodDelete, "/v2/dlq", nil)
+	r = env.call(t, http.MethodDelete, "/v2/dlq?all=true", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Equal(t, wire.DeleteResult{Deleted: 1}, decodeJSON[wire.DeleteResult](t, r))
 	require.Empty(t, dlq(t, "").Messages)

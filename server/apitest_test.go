@@ -45,8 +45,6 @@ const (
 	testProject    = "default"
 	// waitTimeout bounds every wait for an asynchronous effect (a delivery, a DLQ entry).
 	waitTimeout = 15 * time.Second
-	// pollEvery is the pause between two polls of the API while waiting.
-	pollEvery = 10 * time.Millisecond
 )
 
 // envOptions configure newAPI.
@@ -57,6 +55,10 @@ type envOptions struct {
 	config func(*Config)
 	// engine adjusts the delivery engine's config before delivery.New (project ceiling).
 	engine func(*delivery.Config)
+	// store wraps the store the engine uses (fault injection).
+	store func(delivery.Store) delivery.Store
+	// dataFile is where the data file lives; default a new file in t.TempDir().
+	dataFile string
 }
 
 // apiEnv is one running server with its own store, engine and recording endpoint.
@@ -80,7 +82,11 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	// endpoint), the store, and last the endpoint.
 	env.Endpoint = newRecorder(t)
 
-	store, err := storage.Open(filepath.Join(t.TempDir(), "duraton.db"), storage.Options{})
+	path := opts.dataFile
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "duraton.db")
+	}
+	store, err := storage.Open(path, storage.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	env.store = store
@@ -106,7 +112,11 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	}
 	// Every write of the engine runs twice: the suite exercises the rule that a
 	// transaction function may be run again by the group committer.
-	env.Engine, err = delivery.New(engineCfg, storagetest.NewTwice(store))
+	var engineStore delivery.Store = storagetest.NewTwice(store)
+	if opts.store != nil {
+		engineStore = opts.store(engineStore)
+	}
+	env.Engine, err = delivery.New(engineCfg, engineStore)
 	require.NoError(t, err)
 	cfg := Config{CheckDestination: policy.CheckURL, Logger: quiet}
 	if opts.config != nil {

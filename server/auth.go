@@ -47,40 +47,71 @@ func unauthorized(msg string) error {
 
 func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		addr := c.RealIP()
-		if blocked, wait := a.limit.blocked(addr); blocked {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-			return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
-		}
 		// The query of a publish, enqueue or trigger belongs to the destination URL.
 		if !hasDestinationInPath(c.Request().URL.Path) && c.QueryParam("qstash_token") != "" {
 			return unauthorized("tokens are accepted only in the Authorization header")
 		}
-		token, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-		if !ok || strings.TrimSpace(token) == "" {
-			a.limit.fail(addr)
-			return unauthorized("missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
-		}
-		// Hashing first makes the lookup independent of the token's bytes, so comparing
-		// hashes by map lookup leaks nothing useful about the secret.
-		hash := TokenHash(strings.TrimSpace(token))
-		a.mu.RLock()
-		project, ok := a.known[hash]
-		a.mu.RUnlock()
+		token, ok := bearerToken(c.Request().Header.Get("Authorization"))
 		if !ok {
-			p, err := a.tokens.ProjectForToken(c.Request().Context(), hash)
-			if err != nil {
-				a.limit.fail(addr)
-				return unauthorized("invalid token")
-			}
-			a.mu.Lock()
-			a.known[hash] = p
-			a.mu.Unlock()
-			project = p
+			return a.failed(c, "missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
 		}
+		project, ok := a.project(c.Request().Context(), token)
+		if !ok {
+			return a.failed(c, "invalid token")
+		}
+		// A valid token is never refused: the failure limit is per address, and others
+		// behind the same address (NAT, proxy) may be the ones failing.
 		c.Set(projectKey, project)
 		return next(c)
 	}
+}
+
+// failed answers a request that did not authenticate: 401, or 429 once its address used
+// up its failures.
+func (a *authenticator) failed(c echo.Context, msg string) error {
+	addr := c.RealIP()
+	if blocked, wait := a.limit.blocked(addr); blocked {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
+	}
+	a.limit.fail(addr)
+	return unauthorized(msg)
+}
+
+// project finds the project of a token. Hashing first makes the lookup independent of
+// the token's bytes, so comparing hashes by map lookup leaks nothing useful about it.
+func (a *authenticator) project(ctx context.Context, token string) (string, bool) {
+	hash := TokenHash(token)
+	a.mu.RLock()
+	project, ok := a.known[hash]
+	a.mu.RUnlock()
+	if ok {
+		return project, true
+	}
+	p, err := a.tokens.ProjectForToken(ctx, hash)
+	if err != nil {
+		return "", false
+	}
+	a.mu.Lock()
+	if len(a.known) >= maxKnownTokens {
+		clear(a.known)
+	}
+	a.known[hash] = p
+	a.mu.Unlock()
+	return p, true
+}
+
+// maxKnownTokens bounds the cache of valid tokens (only valid ones enter it).
+const maxKnownTokens = 10_000
+
+// bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC 7235 §2.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 func hasDestinationInPath(path string) bool {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,17 +14,75 @@ func TestFailedAuthLimiter(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	l := newFailedAuthLimiter(3, time.Minute, func() time.Time { return now })
 	for i := 0; i < 3; i++ {
-		blocked, _ := l.blocked("a")
+		blocked, _ := l.blocked("192.0.2.10")
 		require.False(t, blocked, "failure %d", i)
-		l.fail("a")
+		l.fail("192.0.2.10")
 	}
-	blocked, wait := l.blocked("a")
+	blocked, wait := l.blocked("192.0.2.10")
 	require.True(t, blocked)
 	require.Equal(t, time.Minute, wait)
-	blocked, _ = l.blocked("b")
+	blocked, _ = l.blocked("192.0.2.11")
 	require.False(t, blocked, "other addresses are not affected")
 
 	now = now.Add(time.Minute)
-	blocked, _ = l.blocked("a")
+	blocked, _ = l.blocked("192.0.2.10")
 	require.False(t, blocked, "the window passed")
+}
+
+func TestFailedAuthLimiterHardening(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+
+	t.Run("FloodOfAddressesDoesNotReset", func(t *testing.T) {
+		t.Parallel()
+		l := newFailedAuthLimiter(3, time.Minute, clock)
+		l.maxClients = 4
+		for range 3 {
+			l.fail("198.51.100.7")
+		}
+		for i := range 50 {
+			l.fail(fmt.Sprintf("203.0.113.%d", i))
+			blocked, _ := l.blocked("198.51.100.7") // the attacker keeps trying
+			require.True(t, blocked, "after %d other addresses", i+1)
+			require.LessOrEqual(t, l.len(), 4, "the table is bounded")
+		}
+	})
+
+	t.Run("IPv6CountsPer64", func(t *testing.T) {
+		t.Parallel()
+		l := newFailedAuthLimiter(3, time.Minute, clock)
+		for _, a := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff:ffff:ffff:9"} {
+			l.fail(a)
+		}
+		blocked, _ := l.blocked("2001:db8:1:2::abcd")
+		require.True(t, blocked, "the same /64")
+		blocked, _ = l.blocked("2001:db8:1:3::1")
+		require.False(t, blocked, "another /64")
+
+		for range 3 {
+			l.fail("::ffff:192.0.2.1")
+		}
+		blocked, _ = l.blocked("192.0.2.1")
+		require.True(t, blocked, "an IPv4-mapped address is its IPv4 address")
+		blocked, _ = l.blocked("192.0.2.2")
+		require.False(t, blocked, "IPv4 counts per address")
+	})
+}
+
+// TestValidTokenNeverRefused: failures of others from the same address never lock out a
+// caller whose token is valid.
+func TestValidTokenNeverRefused(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{config: func(c *Config) { c.FailedAuthBurst = 3 }})
+	bad := *env
+	bad.Token = "not-a-valid-token-0123456789abcdefghij"
+	for range 3 {
+		require.Equal(t, http.StatusUnauthorized, bad.call(t, http.MethodGet, "/v2/queues", nil).Status)
+	}
+	r := bad.call(t, http.MethodGet, "/v2/queues", nil)
+	require.Equal(t, http.StatusTooManyRequests, r.Status)
+	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, env.call(t, http.MethodGet, "/v2/queues", nil).Status)
+	require.Equal(t, http.StatusTooManyRequests, bad.call(t, http.MethodGet, "/v2/queues", nil).Status, "still blocked for bad tokens")
 }

@@ -37,7 +37,7 @@ func (h *dlqHandlers) selection(c echo.Context) ([]delivery.DLQEntry, string, er
 		if len(lq.ids) > 0 && !contains(lq.ids, d.DLQID) {
 			return false
 		}
-		if lq.f.responseStatus != 0 && lq.f.responseStatus != d.Response.Status {
+		if !lq.f.admitsStatus(d.Response.Status) {
 			return false
 		}
 		m := &d.Message
@@ -66,6 +66,9 @@ func (h *dlqHandlers) list(c echo.Context) error {
 }
 
 func (h *dlqHandlers) deleteOne(c echo.Context) error {
+	if err := noQuery(c, "DELETE /v2/dlq/{id}"); err != nil {
+		return err
+	}
 	n, err := h.engine.DeleteDLQ(c.Request().Context(), projectOf(c), []string{c.Param("id")})
 	if err != nil {
 		return err
@@ -77,6 +80,9 @@ func (h *dlqHandlers) deleteOne(c echo.Context) error {
 }
 
 func (h *dlqHandlers) deleteMany(c echo.Context) error {
+	if err := dlqBulkParams.on("DELETE /v2/dlq").check(c); err != nil {
+		return err
+	}
 	return deleteSelected(c, h.selection, h.engine.DeleteDLQ)
 }
 
@@ -95,6 +101,9 @@ func deleteSelected(c echo.Context, selection func(echo.Context) ([]delivery.DLQ
 }
 
 func (h *dlqHandlers) retry(c echo.Context) error {
+	if err := dlqBulkParams.on("POST /v2/dlq/retry").check(c); err != nil {
+		return err
+	}
 	entries, next, err := h.selection(c)
 	if err != nil {
 		return err

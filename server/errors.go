@@ -51,6 +51,11 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status, msg = api.status, api.msg
 		case errors.As(err, &tooLarge):
 			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds the limit of %d bytes", tooLarge.Limit)
+		case errors.Is(err, delivery.ErrStoreUnavailable):
+			// Nothing was stored: the caller may retry (the SDKs retry 5xx).
+			log.Warn("store refuses writes", "method", c.Request().Method, "path", c.Path(), "err", err)
+			c.Response().Header().Set("Retry-After", "5")
+			status, msg = http.StatusServiceUnavailable, "the server cannot store data right now (disk full or I/O error); nothing was stored, retry later"
 		case errors.Is(err, delivery.ErrQueueNotFound):
 			status, msg = http.StatusNotFound, err.Error()
 		case errors.Is(err, delivery.ErrRunEnded), errors.Is(err, delivery.ErrRunNotFound) && submitsStep(c):

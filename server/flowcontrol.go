@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"time"
 
@@ -65,11 +66,27 @@ func flowKeyParam(c echo.Context) (string, error) {
 	return key, nil
 }
 
+// headerNextCursor carries the cursor of the next page of GET /v2/flowControl, whose body
+// stays a bare array as in QStash.
+const headerNextCursor = "Duraton-Next-Cursor"
+
+// list answers one page of a project's active keys in key order: count (default and
+// maximum 1,000) keys after cursor (the last key of the previous page).
 func (h *flowControlHandlers) list(c echo.Context) error {
+	count, err := parseCount(c, maxCount, maxCount)
+	if err != nil {
+		return err
+	}
+	cursor := c.QueryParam("cursor")
 	infos := h.engine.FlowKeys(projectOf(c), c.QueryParam("search"))
-	out := make([]wire.FlowControlInfo, len(infos))
-	for i, info := range infos {
+	start := sort.Search(len(infos), func(i int) bool { return infos[i].Key > cursor })
+	page := infos[start:min(start+count, len(infos))]
+	out := make([]wire.FlowControlInfo, len(page))
+	for i, info := range page {
 		out[i] = toFlowControlInfo(info)
+	}
+	if start+count < len(infos) {
+		c.Response().Header().Set(headerNextCursor, page[len(page)-1].Key)
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -74,7 +74,7 @@ func (p messageParser) parse(h http.Header, destination string) (*delivery.Messa
 		if err != nil || secs < 0 {
 			return nil, headerError(wire.HeaderNotBefore, "want unix seconds, got %q", nb)
 		}
-		if time.Unix(secs, 0).Sub(p.now) > p.limits.maxDelay {
+		if secs > p.now.Add(p.limits.maxDelay).Unix() { // compared as seconds: no overflow
 			return nil, headerError(wire.HeaderNotBefore, "is more than %s in the future", p.limits.maxDelay)
 		}
 		m.NotBefore = secs * 1000
@@ -113,6 +113,11 @@ func (p messageParser) checkURL(what, raw string) (string, error) {
 	u, err := p.destinations(raw)
 	if err != nil {
 		return "", badRequest("%s: %v", what, err)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", badRequest("%s: port %s is not between 1 and 65535", what, port)
+		}
 	}
 	return u.String(), nil
 }
@@ -161,6 +166,9 @@ func (p messageParser) config(h http.Header, prefix string) (messageConfig, erro
 		d, err := parseDuration(v)
 		if err != nil || d <= 0 {
 			return c, headerError(name(wire.HeaderTimeout), "want a duration like 30s or bare seconds, got %q", v)
+		}
+		if d < time.Second {
+			return c, headerError(name(wire.HeaderTimeout), "%s is below the minimum of 1s", d)
 		}
 		if d > p.limits.maxTimeout {
 			return c, headerError(name(wire.HeaderTimeout), "%s exceeds the maximum of %s", d, p.limits.maxTimeout)

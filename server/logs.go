@@ -32,7 +32,7 @@ func (h *logHandlers) list(c echo.Context) error {
 		if len(lq.ids) > 0 && !contains(lq.ids, ev.MessageID) {
 			return false
 		}
-		if lq.f.state != "" && lq.f.state != ev.State {
+		if !lq.f.state.admits(ev.State) {
 			return false
 		}
 		return lq.f.matchMessage(ev.MessageID, ev.URL, ev.Queue, ev.Labels, "", ev.Time, "")

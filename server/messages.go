@@ -47,6 +47,9 @@ func (h *messageHandlers) get(c echo.Context) error {
 }
 
 func (h *messageHandlers) cancel(c echo.Context) error {
+	if err := noQuery(c, "DELETE /v2/messages/{id}"); err != nil {
+		return err
+	}
 	n, err := h.engine.Cancel(c.Request().Context(), projectOf(c), []string{c.Param("id")}, nil, 1)
 	if err != nil {
 		return err
@@ -58,6 +61,9 @@ func (h *messageHandlers) cancel(c echo.Context) error {
 }
 
 func (h *messageHandlers) cancelMany(c echo.Context) error {
+	if err := cancelMessagesParams.check(c); err != nil {
+		return err
+	}
 	lq, err := parseList(c, "messageIds", delivery.PrefixMessage, idAt(delivery.PrefixMessage))
 	if err != nil {
 		return err

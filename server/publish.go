@@ -105,6 +105,9 @@ func (h *publishHandlers) batch(c echo.Context) error {
 		for k, v := range e.Headers {
 			header.Set(k, v)
 		}
+		if err := checkHeaderMap(fmt.Sprintf("batch[%d]", i), header); err != nil {
+			return err
+		}
 		body := []byte(e.Body)
 		if int64(len(body)) > h.cfg.MaxBodyBytes {
 			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("batch[%d]: body exceeds the limit of %d bytes", i, h.cfg.MaxBodyBytes)}
@@ -135,6 +138,9 @@ func (h *publishHandlers) batch(c echo.Context) error {
 // message parses one message's headers (workflow ones included) and attaches what comes
 // from the request.
 func (h *publishHandlers) message(c echo.Context, header http.Header, dest string, body []byte, queue string) (delivery.Publication, error) {
+	if header.Get(headerCron) != "" {
+		return delivery.Publication{}, headerError(headerCron, "schedules are not supported by this server; nothing was published")
+	}
 	p := h.parser()
 	m, err := p.parse(header, dest)
 	if err != nil {

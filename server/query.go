@@ -26,12 +26,56 @@ type listQuery struct {
 	f      filters
 }
 
-// filters are the message filters shared by messages, logs and the DLQ.
+// filters are the message filters shared by messages, logs and the DLQ. A filter given
+// several times (label=a&label=b) admits any of its values, as the official SDK
+// documents; different filters must all admit a record.
 type filters struct {
-	url, urlPrefix, queue, label, state, messageID, callerIP, host, path, flowControlKey string
-	topicName, scheduleID                                                                string
-	responseStatus                                                                       int
+	url, urlPrefix, queue, label, state, messageID, callerIP, host, path, flowControlKey multi
+	topicName, scheduleID                                                                multi
+	responseStatus                                                                       []int
 	fromMs, toMs                                                                         int64
+}
+
+// multi is a filter's values: empty admits everything, otherwise any value matches.
+type multi []string
+
+func (m multi) admits(v string) bool { return len(m) == 0 || contains(m, v) }
+
+func (m multi) admitsAny(vs []string) bool {
+	if len(m) == 0 {
+		return true
+	}
+	for _, v := range vs {
+		if contains(m, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m multi) admitsPrefixOf(v string) bool {
+	if len(m) == 0 {
+		return true
+	}
+	for _, p := range m {
+		if strings.HasPrefix(v, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// admitsStatus applies the responseStatus filter.
+func (f filters) admitsStatus(status int) bool {
+	if len(f.responseStatus) == 0 {
+		return true
+	}
+	for _, s := range f.responseStatus {
+		if s == status {
+			return true
+		}
+	}
+	return false
 }
 
 // parseCount reads the optional count parameter: def when absent, capped at max.
@@ -79,10 +123,10 @@ func parseList(c echo.Context, idParam, cursorPrefix string, idAt func(time.Time
 
 func parseFilters(q url.Values) (filters, error) {
 	f := filters{
-		url: q.Get("url"), urlPrefix: q.Get("urlPrefix"), queue: q.Get("queueName"), label: q.Get("label"),
-		state: q.Get("state"), messageID: q.Get("messageId"), callerIP: q.Get("callerIp"),
-		host: q.Get("host"), path: q.Get("path"), flowControlKey: q.Get("flowControlKey"),
-		topicName: q.Get("topicName"), scheduleID: q.Get("scheduleId"),
+		url: values(q, "url"), urlPrefix: values(q, "urlPrefix"), queue: values(q, "queueName"), label: values(q, "label"),
+		state: values(q, "state"), messageID: values(q, "messageId"), callerIP: values(q, "callerIp"),
+		host: values(q, "host"), path: values(q, "path"), flowControlKey: values(q, "flowControlKey"),
+		topicName: values(q, "topicName"), scheduleID: values(q, "scheduleId"),
 	}
 	var err error
 	if f.fromMs, err = msParam(q, "fromDate"); err != nil {
@@ -91,12 +135,25 @@ func parseFilters(q url.Values) (filters, error) {
 	if f.toMs, err = msParam(q, "toDate"); err != nil {
 		return f, err
 	}
-	if v := q.Get("responseStatus"); v != "" {
-		if f.responseStatus, err = strconv.Atoi(v); err != nil {
+	for _, v := range values(q, "responseStatus") {
+		n, err := strconv.Atoi(v)
+		if err != nil {
 			return f, badRequest("responseStatus: want an integer, got %q", v)
 		}
+		f.responseStatus = append(f.responseStatus, n)
 	}
 	return f, nil
+}
+
+// values returns the non-empty values of a query parameter.
+func values(q url.Values, name string) multi {
+	var out multi
+	for _, v := range q[name] {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func msParam(q url.Values, name string) (int64, error) {
@@ -113,28 +170,12 @@ func msParam(q url.Values, name string) (int64, error) {
 
 // matchMessage applies the filters that concern a message's identity and destination.
 func (f filters) matchMessage(id, rawURL, queue string, labels []string, callerIP string, createdMs int64, fcKey string) bool {
-	if f.topicName != "" || f.scheduleID != "" {
+	if len(f.topicName) > 0 || len(f.scheduleID) > 0 {
 		return false // URL groups and schedules are not built: nothing belongs to one
 	}
-	if f.messageID != "" && f.messageID != id {
-		return false
-	}
-	if f.url != "" && f.url != rawURL {
-		return false
-	}
-	if f.urlPrefix != "" && !strings.HasPrefix(rawURL, f.urlPrefix) {
-		return false
-	}
-	if f.queue != "" && f.queue != queue {
-		return false
-	}
-	if f.label != "" && !contains(labels, f.label) {
-		return false
-	}
-	if f.callerIP != "" && f.callerIP != callerIP {
-		return false
-	}
-	if f.flowControlKey != "" && f.flowControlKey != fcKey {
+	if !f.messageID.admits(id) || !f.url.admits(rawURL) || !f.urlPrefix.admitsPrefixOf(rawURL) ||
+		!f.queue.admits(queue) || !f.label.admitsAny(labels) || !f.callerIP.admits(callerIP) ||
+		!f.flowControlKey.admits(fcKey) {
 		return false
 	}
 	if f.fromMs != 0 && createdMs < f.fromMs {
@@ -143,9 +184,9 @@ func (f filters) matchMessage(id, rawURL, queue string, labels []string, callerI
 	if f.toMs != 0 && createdMs > f.toMs {
 		return false
 	}
-	if f.host != "" || f.path != "" {
+	if len(f.host) > 0 || len(f.path) > 0 {
 		u, err := url.Parse(rawURL)
-		if err != nil || (f.host != "" && u.Host != f.host) || (f.path != "" && u.Path != f.path) {
+		if err != nil || !f.host.admits(u.Host) || !f.path.admits(u.Path) {
 			return false
 		}
 	}

@@ -88,6 +88,9 @@ func (h *queueHandlers) get(c echo.Context) error {
 }
 
 func (h *queueHandlers) delete(c echo.Context) error {
+	if err := noQuery(c, "DELETE /v2/queues/{name}"); err != nil {
+		return err
+	}
 	if err := h.engine.DeleteQueue(c.Request().Context(), projectOf(c), c.Param("name")); err != nil {
 		return queueNotFound(c.Param("name"), err)
 	}

@@ -511,7 +511,7 @@ func TestWorkflowAPIBulkCancel(t *testing.T) {
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/wfr_c4?cancel=true", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Equal(t, "RUN_CANCELED", env.runLog(t, "wfr_c4").State)
-	require.Equal(t, 0, cancel(""), "no live run left")
+	require.Equal(t, 0, cancel("all=true"), "no live run left")
 	require.Empty(t, ep.all(), "cancelled runs deliver nothing")
 }
 
@@ -616,7 +616,7 @@ func TestWorkflowAPIDLQ(t *testing.T) {
 	})
 	env.eventuallyRunState(t, runID, "RUN_FAILED")
 	dl = entries[0]
-	r = env.call(t, http.MethodPost, "/v2/workflows/dlq/resume", nil)
+	r = env.call(t, http.MethodPost, "/v2/workflows/dlq/resume?all=true", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Len(t, decodeJSON[wire.ResumeResult](t, r).Runs, 1)
 	eventually(t, "fourth dead letter", func() bool {

@@ -55,10 +55,10 @@ func (h *workflowDLQHandlers) selection(c echo.Context) ([]delivery.DLQEntry, st
 		if m.RunID == "" || (len(lq.ids) > 0 && !contains(lq.ids, d.DLQID)) {
 			return false
 		}
-		if lq.f.responseStatus != 0 && lq.f.responseStatus != d.Response.Status {
+		if !lq.f.admitsStatus(d.Response.Status) {
 			return false
 		}
-		if lq.f.url != "" && lq.f.url != m.URL {
+		if !lq.f.url.admits(m.URL) {
 			return false
 		}
 		run, err := h.engine.Run(c.Request().Context(), project, m.RunID)
@@ -106,6 +106,9 @@ func (h *workflowDLQHandlers) get(c echo.Context) error {
 }
 
 func (h *workflowDLQHandlers) deleteOne(c echo.Context) error {
+	if err := noQuery(c, "DELETE /v2/workflows/dlq/{dlqId}"); err != nil {
+		return err
+	}
 	entries, _, err := h.selection(c)
 	if err != nil {
 		return err
@@ -120,6 +123,9 @@ func (h *workflowDLQHandlers) deleteOne(c echo.Context) error {
 }
 
 func (h *workflowDLQHandlers) deleteMany(c echo.Context) error {
+	if err := workflowDLQParams.on("DELETE /v2/workflows/dlq").check(c); err != nil {
+		return err
+	}
 	return deleteSelected(c, h.selection, h.engine.DeleteDLQ)
 }
 
@@ -127,6 +133,14 @@ func (h *workflowDLQHandlers) resume(c echo.Context) error  { return h.resumeOrR
 func (h *workflowDLQHandlers) restart(c echo.Context) error { return h.resumeOrRestart(c, true) }
 
 func (h *workflowDLQHandlers) resumeOrRestart(c echo.Context, restart bool) error {
+	route := "POST " + strings.Replace(c.Path(), ":dlqId", "{dlqId}", 1)
+	if c.Param("dlqId") != "" {
+		if err := noQuery(c, route); err != nil {
+			return err
+		}
+	} else if err := workflowDLQParams.on(route).check(c); err != nil {
+		return err
+	}
 	var retries *int
 	if v := strings.TrimSpace(c.Request().Header.Get(wire.HeaderRetries)); v != "" {
 		n, err := strconv.Atoi(v)

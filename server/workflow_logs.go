@@ -17,27 +17,30 @@ import (
 
 // runFilters are the filters of run logs, bulk cancel and the workflow DLQ.
 type runFilters struct {
-	runID, urlPrefix, url, label, state, callerIP, flowControlKey, host, path string
-	createdAt, fromMs, toMs                                                   int64
+	runID                                                              string
+	urlPrefix, url, label, state, callerIP, flowControlKey, host, path multi
+	createdAt, fromMs, toMs                                            int64
 }
 
 func parseRunFilters(c echo.Context) (runFilters, error) {
 	q := c.QueryParams()
 	f := runFilters{
-		runID: q.Get("workflowRunId"), label: q.Get("label"), state: q.Get("state"),
-		callerIP: q.Get("callerIp"), flowControlKey: q.Get("flowControlKey"), host: q.Get("host"), path: q.Get("path"),
+		runID: q.Get("workflowRunId"), label: values(q, "label"), state: values(q, "state"),
+		callerIP: values(q, "callerIp"), flowControlKey: values(q, "flowControlKey"), host: values(q, "host"), path: values(q, "path"),
 	}
-	if u := q.Get("workflowUrl"); u != "" {
+	if u := values(q, "workflowUrl"); len(u) > 0 {
 		if q.Get("workflowUrlExactMatch") == "true" {
 			f.url = u
 		} else {
 			f.urlPrefix = u
 		}
 	}
-	switch f.state {
-	case "", delivery.RunStarted, delivery.RunSuccess, delivery.RunFailed, delivery.RunCanceled:
-	default:
-		return f, badRequest("state: want RUN_STARTED, RUN_SUCCESS, RUN_FAILED or RUN_CANCELED, got %q", f.state)
+	for _, st := range f.state {
+		switch st {
+		case delivery.RunStarted, delivery.RunSuccess, delivery.RunFailed, delivery.RunCanceled:
+		default:
+			return f, badRequest("state: want RUN_STARTED, RUN_SUCCESS, RUN_FAILED or RUN_CANCELED, got %q", st)
+		}
 	}
 	var err error
 	if f.fromMs, err = msParam(q, "fromDate"); err != nil {
@@ -53,22 +56,26 @@ func parseRunFilters(c echo.Context) (runFilters, error) {
 }
 
 func (f runFilters) match(r *delivery.Run) bool {
+	var fcKey string
+	if r.FlowControl != nil {
+		fcKey = r.FlowControl.Key
+	}
 	switch {
 	case f.runID != "" && r.ID != f.runID,
-		f.url != "" && r.URL != f.url,
-		f.urlPrefix != "" && !strings.HasPrefix(r.URL, f.urlPrefix),
-		f.label != "" && !contains(r.Labels, f.label),
-		f.state != "" && r.State != f.state,
-		f.callerIP != "" && r.CallerIP != f.callerIP,
-		f.flowControlKey != "" && (r.FlowControl == nil || r.FlowControl.Key != f.flowControlKey),
+		!f.url.admits(r.URL),
+		!f.urlPrefix.admitsPrefixOf(r.URL),
+		!f.label.admitsAny(r.Labels),
+		!f.state.admits(r.State),
+		!f.callerIP.admits(r.CallerIP),
+		!f.flowControlKey.admits(fcKey),
 		f.createdAt != 0 && r.CreatedAt != f.createdAt,
 		f.fromMs != 0 && r.CreatedAt < f.fromMs,
 		f.toMs != 0 && r.CreatedAt > f.toMs:
 		return false
 	}
-	if f.host != "" || f.path != "" {
+	if len(f.host) > 0 || len(f.path) > 0 {
 		host, path := splitURL(r.URL)
-		if (f.host != "" && host != f.host) || (f.path != "" && path != f.path) {
+		if !f.host.admits(host) || !f.path.admits(path) {
 			return false
 		}
 	}

@@ -59,6 +59,9 @@ func (h *workflowHandlers) parser() messageParser {
 // endRun is the SDK's completion (cancel=false, body = the route's return value) or its
 // context.cancel() (cancel=true).
 func (h *workflowHandlers) endRun(c echo.Context) error {
+	if err := noQuery(c, "DELETE /v2/workflows/runs/{id}", "cancel"); err != nil {
+		return err
+	}
 	id := c.Param("id")
 	body, err := readBody(c, h.cfg.MaxBodyBytes)
 	if err != nil {
@@ -100,6 +103,9 @@ func (h *workflowHandlers) history(c echo.Context) error {
 const maxBulkRunCancel = 1000
 
 func (h *workflowHandlers) cancelMany(c echo.Context) error {
+	if err := cancelRunsParams.check(c); err != nil {
+		return err
+	}
 	q := c.QueryParams()
 	ids := q["workflowRunIds"]
 	if len(ids) > maxIDs {
@@ -137,6 +143,9 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	var req waitRequest
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return badRequest("wait body must be {url, timeout, timeoutUrl, timeoutHeaders, step}: %v", err)
@@ -157,13 +166,21 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	if timeoutURL == "" {
 		timeoutURL = req.URL
 	}
+	if _, err := p.checkURL("timeoutUrl", timeoutURL); err != nil {
+		return err
+	}
 	timeoutHeaders := headerFromMap(req.TimeoutHeaders)
 	if len(req.TimeoutHeaders) == 0 {
 		timeoutHeaders = c.Request().Header
+	} else if err := checkHeaderMap("timeoutHeaders", timeoutHeaders); err != nil {
+		return err
 	}
 	onTimeout, err := p.template(timeoutHeaders, timeoutURL)
+	if err != nil && len(req.TimeoutHeaders) > 0 {
+		return prefixError("timeoutHeaders", err) // the URL passed: the headers are wrong
+	}
 	if err != nil {
-		return prefixError("timeoutHeaders", err)
+		return err
 	}
 	project := projectOf(c)
 	resume.Project, onTimeout.Project = project, project
@@ -223,6 +240,9 @@ func toNotifyViews(results []delivery.NotifyResult) []wire.NotifyResult {
 }
 
 func (h *workflowHandlers) notify(c echo.Context) error {
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	data, err := readBody(c, h.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -236,6 +256,9 @@ func (h *workflowHandlers) notify(c echo.Context) error {
 
 // notifyRun notifies one run; if it is not waiting yet, the event is kept for it.
 func (h *workflowHandlers) notifyRun(c echo.Context) error {
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	data, err := readBody(c, h.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -252,6 +275,9 @@ func (h *workflowHandlers) notifyRun(c echo.Context) error {
 }
 
 func (h *workflowHandlers) waiters(c echo.Context) error {
+	if err := validEventID(c.Param("eventId")); err != nil {
+		return err
+	}
 	ws, err := h.engine.Waiters(c.Request().Context(), projectOf(c), c.Param("eventId"))
 	if err != nil {
 		return err

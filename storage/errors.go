@@ -12,6 +12,9 @@ var (
 	ErrCorrupt = errors.New("data file is corrupt")
 
 	// Writes.
-	ErrClosed   = errors.New("store is closed")
-	ErrConflict = errors.New("record changed concurrently")
+	ErrClosed = errors.New("store is closed")
+	// ErrWriteFailed: the commit itself failed (disk full, I/O error); nothing of it is
+	// stored. Later writes may succeed.
+	ErrWriteFailed = errors.New("data file write failed")
+	ErrConflict    = errors.New("record changed concurrently")
 )

@@ -49,38 +49,35 @@ type op struct {
 	done chan error
 }
 
-// Open opens (creating if needed) the data file at path.
+// Open opens (creating if needed) the data file at path. An existing file is validated
+// first (see Validate) and refused, untouched, when damaged: the error wraps ErrCorrupt.
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("storage: create data directory: %w", err)
+	}
+	if err := Validate(path); err != nil {
+		return nil, err
 	}
 	db, err := openBolt(path, opts)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{db: db, opts: opts, ops: make(chan *op, opts.MaxBatch), loopDone: make(chan struct{})}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
-	}
 	go s.commitLoop()
 	return s, nil
 }
 
 // openBolt opens the file and turns bbolt's failure modes into clear errors: a held lock
 // is ErrLocked, an unreadable file ErrCorrupt; a panic inside bbolt while reading a
-// damaged file is recovered into ErrCorrupt rather than crashing the process.
+// damaged file (the freelist is rebuilt by walking the tree, here, under the recover) is
+// recovered into ErrCorrupt rather than crashing the process.
 func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if db != nil {
+				_ = db.Close()
+			}
 			db, err = nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, r)
 		}
 	}()
@@ -88,11 +85,23 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 		Timeout: opts.LockTimeout,
 		// The freelist is rebuilt on open instead of written on every commit: fewer pages
 		// per fsync on the hot path, at the cost of a scan at start-up.
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync:  true,
+		PreLoadFreelist: true,
+		FreelistType:    bolt.FreelistMapType,
 	})
 	switch {
 	case err == nil:
+		if err := db.Update(func(tx *bolt.Tx) error {
+			for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
+				if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
+		}
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("storage: open %s: %w", path, ErrLocked)
@@ -216,6 +225,9 @@ func (s *Store) commit(ops []*op) {
 			ops[f.index].done <- f.err
 			ops = append(ops[:f.index:f.index], ops[f.index+1:]...)
 			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("storage: commit: %w: %w", ErrWriteFailed, err)
 		}
 		for _, o := range ops {
 			o.done <- err

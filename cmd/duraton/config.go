@@ -37,6 +37,28 @@ type serverFlags struct {
 	DrainTimeout   time.Duration
 	LogLevel       string
 	LogFormat      string
+	// SwitchMode lets dev open a data directory made by serve, or the other way round.
+	SwitchMode bool
+}
+
+// Token lengths: a token is a bearer secret, so a short one is guessable.
+const (
+	minTokenLen = 32
+	maxTokenLen = 1024
+)
+
+// validateToken refuses tokens that are too short, too long or would not survive an
+// Authorization header.
+func validateToken(flagName, token string) error {
+	if len(token) < minTokenLen || len(token) > maxTokenLen {
+		return fmt.Errorf("%s must be %d to %d characters long (it has %d); leave it empty to have one generated", flagName, minTokenLen, maxTokenLen, len(token))
+	}
+	for _, c := range []byte(token) {
+		if c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("%s may hold only printable ASCII characters without spaces", flagName)
+		}
+	}
+	return nil
 }
 
 // env is a flag default taken from the environment.
@@ -109,6 +131,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&ceiling, "project-ceiling", e.int64("DURATON_PROJECT_CEILING", 0), "deliveries of one project in flight at once, across all keys; 0 = no ceiling (DURATON_PROJECT_CEILING)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
+	fs.BoolVar(&f.SwitchMode, "switch-mode", false, "open a data directory created by the other mode (dev/serve) and hand it over to this one")
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e.env("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
@@ -149,6 +172,11 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	if strings.TrimSpace(f.DataDir) == "" {
 		return f, fmt.Errorf("--data (DURATON_DATA) must not be empty")
+	}
+	if f.Token != "" {
+		if err := validateToken("--token", f.Token); err != nil {
+			return f, err
+		}
 	}
 	if _, err := parseLevel(f.LogLevel); err != nil {
 		return f, err

@@ -19,7 +19,7 @@ var projectIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // openForAdmin opens the data file of a stopped server. A running server holds the
 // file's lock; the error then says how to do the same thing over the API.
 func openForAdmin(dir string) (*storage.Store, error) {
-	s, err := storage.Open(dataFile(dir), storage.Options{})
+	s, err := openStore(dir)
 	if errors.Is(err, storage.ErrLocked) {
 		return nil, fmt.Errorf("%w: stop the running duraton first (keys can also be rotated live with POST /v2/keys/rotate)", err)
 	}

@@ -46,15 +46,22 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	policy := netguard.Policy{Allow: allow}
 
-	store, err := storage.Open(dataFile(f.DataDir), storage.Options{})
+	store, err := openStore(f.DataDir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 
+	if err := claimDataDir(m, f.DataDir, f.SwitchMode, store, stdout); err != nil {
+		return err
+	}
 	token, project, err := ensureDefaultProject(ctx, m, f, store)
 	if err != nil {
 		return err
+	}
+	if m == modeServe && token != "" {
+		// Printed as soon as it is stored: if the start fails below, it is not lost.
+		fmt.Fprintf(stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
 	}
 	engine, err := delivery.New(delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
@@ -85,11 +92,15 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 
 	baseURL := "http://" + ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); m == modeDev && ok && !tcp.IP.IsLoopback() {
+		log.Warn("dev mode listens beyond loopback: its token and signing keys are public, so anyone who reaches this address can use the server; use `duraton serve` for anything but local development",
+			"addr", ln.Addr().String())
+	}
 	if m == modeDev {
 		fmt.Fprintf(stdout, "export QSTASH_URL=%s\nexport QSTASH_TOKEN=%s\nexport QSTASH_CURRENT_SIGNING_KEY=%s\nexport QSTASH_NEXT_SIGNING_KEY=%s\n",
 			baseURL, token, project.CurrentSigningKey, project.NextSigningKey)
-	} else if token != "" {
-		fmt.Fprintf(stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
+	} else {
+		fmt.Fprintf(stdout, "listening on %s\n", baseURL)
 	}
 	log.Info("duraton listening", "mode", string(m), "url", baseURL, "data", store.Path())
 
@@ -131,7 +142,11 @@ func ensureDefaultProject(ctx context.Context, m mode, f serverFlags, store *sto
 		if err != nil {
 			return "", nil, err
 		}
-		if len(projects) > 0 && token == "" {
+		var tokens []storage.TokenEntry
+		if err := store.View(func(tx *storage.Tx) (err error) { tokens, err = tx.Tokens(); return err }); err != nil {
+			return "", nil, err
+		}
+		if len(projects) > 0 && len(tokens) > 0 && token == "" {
 			return "", &projects[0], nil // already set up; tokens were printed when made
 		}
 		if token == "" {

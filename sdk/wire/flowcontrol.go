@@ -32,6 +32,7 @@ var ErrFlowControlValue = errors.New("invalid " + HeaderFlowControlValue)
 // duration, and positive. Empty items are skipped; an empty value gives the zero value.
 func ParseFlowControlValue(s string) (FlowControlValue, error) {
 	var v FlowControlValue
+	seen := map[string]bool{}
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -57,6 +58,10 @@ func ParseFlowControlValue(s string) (FlowControlValue, error) {
 		if err != nil {
 			return FlowControlValue{}, fmt.Errorf("%w: %s %s=%q: %v", ErrFlowControlValue, HeaderFlowControlValue, name, val, err)
 		}
+		if seen[name] {
+			return FlowControlValue{}, fmt.Errorf("%w: %s gives %s more than once", ErrFlowControlValue, HeaderFlowControlValue, name)
+		}
+		seen[name] = true
 	}
 	return v, nil
 }

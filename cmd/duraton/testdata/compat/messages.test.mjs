@@ -67,6 +67,25 @@ test("bulk cancel: cancel([ids]), deleteMany([ids]) and cancel({all:true})", { t
   assert.equal(ep.deliveries.length, 0, "cancelled messages must not be delivered");
 });
 
+test("cancel({filter:{label:[a,b]}}) cancels a OR b and nothing else", { timeout: 30000 }, async (t) => {
+  const ep = await startEndpoint(t);
+  const t0 = tag();
+  const [la, lb, lc] = [`a-${t0}`, `b-${t0}`, `c-${t0}`];
+  const ids = [];
+  for (const label of [la, lb, lc]) {
+    const r = await client.publishJSON({ url: `${ep.url}/label`, body: { label }, delay: 60, retries: 0, label });
+    ids.push(r.messageId);
+  }
+  const r = await client.messages.cancel({ filter: { label: [la, lb] } });
+  assert.equal(r.cancelled, 2, `cancel by two labels: ${JSON.stringify(r)}`);
+  await rejectsWithStatus(client.messages.get(ids[0]), 404, "label a cancelled");
+  await rejectsWithStatus(client.messages.get(ids[1]), 404, "label b cancelled");
+  assert.equal((await client.messages.get(ids[2])).messageId, ids[2], "label c stays");
+  const r2 = await client.messages.cancel({ filter: { label: lc } });
+  assert.equal(r2.cancelled, 1);
+  assert.equal(ep.deliveries.length, 0, "cancelled messages must not be delivered");
+});
+
 test("logs({filter:{messageId}}) lists CREATED and DELIVERED, newest first", { timeout: 30000 }, async (t) => {
   const ep = await startEndpoint(t);
   const dest = `${ep.url}/logged`;

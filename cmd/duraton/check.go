@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/duraton/duraton/storage"
+)
+
+// errCheckFailed makes `duraton check` exit 1 after it printed what it found.
+var errCheckFailed = errors.New("the data file is damaged")
+
+// openStore opens the data file of dir for a server or an administration command. A
+// damaged file is refused untouched; the error says what to do about it.
+func openStore(dir string) (*storage.Store, error) {
+	s, err := storage.Open(dataFile(dir), storage.Options{})
+	if errors.Is(err, storage.ErrCorrupt) {
+		return nil, fmt.Errorf("%w\nDuraton has not modified the file. Run `duraton check --data %s` for a full report, "+
+			"and restore %s from a backup (keep the damaged copy for analysis)", err, dir, dataFile(dir))
+	}
+	return s, err
+}
+
+// runCheck is `duraton check`: bbolt's consistency check of the data file, read-only.
+func runCheck(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data", env(getenv).str("DURATON_DATA", "duraton-data"), "data directory holding duraton.db (DURATON_DATA)")
+	maxProblems := fs.Int("max-problems", 100, "stop listing problems after this many")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	if *maxProblems < 1 {
+		return fmt.Errorf("--max-problems must be at least 1")
+	}
+	r, err := storage.Check(dataFile(*dir), *maxProblems)
+	if errors.Is(err, storage.ErrLocked) {
+		return fmt.Errorf("%w: stop the running duraton first (check needs a consistent file)", err)
+	}
+	if err != nil {
+		return err
+	}
+	if len(r.Problems) == 0 {
+		fmt.Fprintf(stdout, "ok: %s (%d bytes, %d pages of %d bytes)\n", r.Path, r.Size, r.Pages, r.PageSize)
+		return nil
+	}
+	fmt.Fprintf(stdout, "damaged: %s (%d bytes)\n", r.Path, r.Size)
+	for _, p := range r.Problems {
+		fmt.Fprintf(stdout, "  %s\n", p)
+	}
+	if r.Truncated {
+		fmt.Fprintf(stdout, "  ... more problems (raise --max-problems)\n")
+	}
+	fmt.Fprintf(stdout, "restore %s from a backup; this check did not modify it\n", r.Path)
+	return errCheckFailed
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of identifiers that arrive in paths.
+const maxEventIDLen = 256
+
+// validEventID checks an event id from a path: it becomes part of a storage key and of
+// log lines, so it is bounded and printable.
+func validEventID(id string) error {
+	if id == "" || len(id) > maxEventIDLen || !utf8.ValidString(id) {
+		return badRequest("eventId: want 1 to %d bytes of UTF-8, got %d bytes", maxEventIDLen, len(id))
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return badRequest("eventId: control characters are not allowed")
+		}
+	}
+	return nil
+}
+
+// checkHeaderMap validates headers that arrive inside a JSON body (batch entries, wait
+// timeouts), which Go's HTTP server has not checked: names are tokens, values carry no
+// CR, LF or NUL. A bad one would otherwise be stored and fail every attempt.
+func checkHeaderMap(where string, h http.Header) error {
+	for name, values := range h {
+		if !tokenPattern.MatchString(name) {
+			return badRequest("%s: invalid header name %q", where, name)
+		}
+		for _, v := range values {
+			if strings.ContainsAny(v, "\r\n\x00") {
+				return badRequest("%s: header %s: value contains CR, LF or NUL", where, name)
+			}
+			if len(v) > maxHeaderValueLen {
+				return badRequest("%s: header %s: value longer than %d bytes", where, name, maxHeaderValueLen)
+			}
+		}
+	}
+	return nil
+}
+
+// headerCron is the header of a QStash schedule. Schedules are not built: a publish that
+// carries it would silently become a one-off message.
+const headerCron = "Upstash-Cron"

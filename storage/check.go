@@ -1,0 +1,63 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	Path     string
+	Size     int64
+	PageSize int
+	Pages    int64    // the high-water mark: pages the file holds
+	Problems []string // empty when the file is consistent
+	// Truncated is set when more than the requested number of problems were found.
+	Truncated bool
+}
+
+// Check runs bbolt's consistency check (every page reachable exactly once, keys in
+// order, pages of the right kind) on the data file at path after Validate's checks, and
+// never writes: the file is opened read-only with a shared lock, so a running server
+// (which holds the exclusive lock) makes it fail with ErrLocked. At most maxProblems
+// problems are collected. The error is for a check that could not run; what it found is
+// in the report.
+func Check(path string, maxProblems int) (CheckReport, error) {
+	r := CheckReport{Path: path}
+	info, err := os.Stat(path)
+	if err != nil {
+		return r, fmt.Errorf("storage: %w", err)
+	}
+	r.Size = info.Size()
+	if err := Validate(path); err != nil {
+		r.Problems = []string{err.Error()}
+		return r, nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return r, fmt.Errorf("storage: open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		r.Problems = []string{err.Error()}
+		return r, nil
+	}
+	defer db.Close()
+	r.PageSize = db.Info().PageSize
+	err = db.View(func(tx *bolt.Tx) error {
+		r.Pages = int64(tx.Size()) / int64(r.PageSize)
+		for err := range tx.Check() {
+			if len(r.Problems) == maxProblems {
+				r.Truncated = true
+				continue // drain: Check's goroutine ends only when the channel does
+			}
+			r.Problems = append(r.Problems, err.Error())
+		}
+		return nil
+	})
+	return r, err
+}
