@@ -58,6 +58,15 @@ type Config struct {
 	MaxInvokeDepth int
 	// MaxWaitTimeout caps a waitForEvent timeout. Default 365 days.
 	MaxWaitTimeout time.Duration
+	// MaxRunEvents and MaxRunEventBytes cap the events kept for one run that does not
+	// wait for them yet (notify with a run id, webhook calls before the wait): their
+	// count and summed size (event ids and data). Beyond either a notify answers 412.
+	// Defaults 100 and 1 MiB.
+	MaxRunEvents     int
+	MaxRunEventBytes int64
+	// EventRetention is how long a kept event waits for its run to wait for it; kept
+	// events also go when their run succeeds, is cancelled or is deleted. Default 7 days.
+	EventRetention time.Duration
 	// Destinations decides which addresses attempts may connect to (checked at dial time).
 	// The zero value allows public addresses only.
 	Destinations netguard.Policy
@@ -167,6 +176,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInvokeDepth <= 0 {
 		c.MaxInvokeDepth = 100
+	}
+	if c.MaxRunEvents <= 0 {
+		c.MaxRunEvents = 100
+	}
+	if c.MaxRunEventBytes <= 0 {
+		c.MaxRunEventBytes = 1 << 20
+	}
+	if c.EventRetention <= 0 {
+		c.EventRetention = 7 * 24 * time.Hour
 	}
 	if c.MaxWaitTimeout <= 0 {
 		c.MaxWaitTimeout = 365 * 24 * time.Hour

@@ -331,7 +331,11 @@ func (e *Engine) sweep(ctx context.Context) error {
 					return 0, err
 				}
 				d, err := deleteEndedRuns(tx, p.ID, now.Add(-e.cfg.RunRetention).UnixMilli(), sweepBatch)
-				return a + b + c + d, err
+				if err != nil {
+					return 0, err
+				}
+				f, err := e.sweepRunEventsTx(tx, p.ID, now, sweepBatch)
+				return a + b + c + d + f, err
 			})
 			if err != nil {
 				return err

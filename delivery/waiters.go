@@ -44,7 +44,7 @@ func (e *Engine) Wait(ctx context.Context, r WaitRequest) error {
 		if !run.Live() {
 			return nil, fmt.Errorf("%w: run %q is %s", ErrRunEnded, run.ID, run.State)
 		}
-		event, err := tx.TakeLookback(r.Project, r.RunID, r.EventID)
+		event, err := e.takeRunEventTx(tx, r.Project, r.RunID, r.EventID, now) // webhooks.go
 		switch {
 		case err == nil:
 			step, err := stepWith(r.Step, map[string]any{"out": base64.StdEncoding.EncodeToString(event), "waitTimeout": false})
@@ -136,7 +136,7 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 				return res, err
 			}
 			if run.Live() {
-				return res, tx.PutLookback(project, runID, eventID, data)
+				return res, e.putRunEventTx(tx, project, runID, eventID, data, now) // webhooks.go
 			}
 		}
 		return res, nil

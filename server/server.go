@@ -32,6 +32,11 @@ type Config struct {
 	// FailedAuthBurst is how many failed authentications one client address may make per
 	// minute before it gets 429. Default 100.
 	FailedAuthBurst int
+	// HookRate and HookBurst rate-limit the public webhook route per client address
+	// (IPv6 by /64): HookRate calls per second on average, HookBurst at once. Defaults 20
+	// and 100.
+	HookRate  float64
+	HookBurst int
 	// MaxHeaderBytes caps the request header size. Default 64 KiB.
 	MaxHeaderBytes int
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
@@ -68,6 +73,12 @@ func (c Config) withDefaults() Config {
 	if c.FailedAuthBurst <= 0 {
 		c.FailedAuthBurst = 100
 	}
+	if c.HookRate <= 0 {
+		c.HookRate = 20
+	}
+	if c.HookBurst <= 0 {
+		c.HookBurst = 100
+	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 64 << 10
 	}
@@ -99,6 +110,9 @@ func (c Config) validate() error {
 	return nil
 }
 
+// maxHookClients bounds the client addresses the webhook rate limit tracks.
+const maxHookClients = 10_000
+
 // Server serves the API.
 type Server struct {
 	cfg  Config
@@ -129,7 +143,8 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	wfDLQ := &workflowDLQHandlers{engine: engine}
 	wfDLQ.register(v2)
 	(&dlqHandlers{engine: engine, workflow: wfDLQ}).register(v2)
-	(&workflowHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2, e)
+	hooks := newHookLimiter(cfg.HookRate, cfg.HookBurst, maxHookClients, cfg.Now)
+	(&workflowHandlers{engine: engine, cfg: cfg, limits: limits, hooks: hooks}).register(v2, e)
 	(&runLogHandlers{engine: engine}).register(v2)
 	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)

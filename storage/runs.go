@@ -289,30 +289,6 @@ func (t *Tx) Waiters(project, eventID string, limit int) ([]Waiter, error) {
 	return out, nil
 }
 
-// PutLookback stores an event that arrived for a run before it waited for it.
-func (t *Tx) PutLookback(project, runID, eventID string, body []byte) error {
-	b, err := t.writeBucket(project, bucketLookback)
-	if err != nil {
-		return err
-	}
-	return b.Put([]byte(runID+"\x00"+eventID), body)
-}
-
-// TakeLookback returns and removes a stored event (ErrNotFound if none).
-func (t *Tx) TakeLookback(project, runID, eventID string) ([]byte, error) {
-	b := t.bucket(project, bucketLookback)
-	if b == nil {
-		return nil, ErrNotFound
-	}
-	k := []byte(runID + "\x00" + eventID)
-	v := b.Get(k)
-	if v == nil {
-		return nil, ErrNotFound
-	}
-	out := append([]byte(nil), v...)
-	return out, b.Delete(k)
-}
-
 // LinkRunMessage records that a pending message belongs to a run, so cancelling the run
 // can find it.
 func (t *Tx) LinkRunMessage(project, runID, messageID string) error {

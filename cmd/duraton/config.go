@@ -35,6 +35,7 @@ type serverFlags struct {
 	ProjectCeiling int
 	DefaultTimeout time.Duration
 	DrainTimeout   time.Duration
+	HookRate       int64
 	LogLevel       string
 	LogFormat      string
 }
@@ -83,6 +84,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&ceiling, "project-ceiling", e.int64("DURATON_PROJECT_CEILING", 0), "deliveries of one project in flight at once, across all keys; 0 = no ceiling (DURATON_PROJECT_CEILING)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
+	fs.Int64Var(&f.HookRate, "hook-rate", e.int64("DURATON_HOOK_RATE", 20), "webhook calls per second one client address (IPv6: /64) may make, bursts of 5x (DURATON_HOOK_RATE)")
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
@@ -105,6 +107,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	if f.MaxInFlight < 1 || f.MaxInFlight > 100_000 {
 		return f, fmt.Errorf("--max-in-flight must be between 1 and 100000")
+	}
+	if f.HookRate < 1 || f.HookRate > 1_000_000 {
+		return f, fmt.Errorf("--hook-rate must be between 1 and 1000000")
 	}
 	if f.DefaultTimeout <= 0 {
 		return f, fmt.Errorf("--default-timeout must be positive")

@@ -69,6 +69,8 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
+		HookRate:         float64(f.HookRate),
+		HookBurst:        int(5 * f.HookRate),
 		CheckDestination: policy.CheckURL,
 		Logger:           log,
 	}, engine)
