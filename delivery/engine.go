@@ -67,6 +67,10 @@ type Config struct {
 	// EventRetention is how long a kept event waits for its run to wait for it; kept
 	// events also go when their run succeeds, is cancelled or is deleted. Default 7 days.
 	EventRetention time.Duration
+	// MaxPageBytes is the byte budget of one page of a listing (logs, dead letters, runs
+	// with their histories, waiters): a page ends early, with a cursor, once the records
+	// it holds reach it (it always holds one). Default 4 MiB.
+	MaxPageBytes int
 	// Destinations decides which addresses attempts may connect to (checked at dial time).
 	// The zero value allows public addresses only.
 	Destinations netguard.Policy
@@ -185,6 +189,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EventRetention <= 0 {
 		c.EventRetention = 7 * 24 * time.Hour
+	}
+	if c.MaxPageBytes <= 0 {
+		c.MaxPageBytes = 4 << 20
 	}
 	if c.MaxWaitTimeout <= 0 {
 		c.MaxWaitTimeout = 365 * 24 * time.Hour

@@ -95,7 +95,7 @@ func (e *Engine) Logs(ctx context.Context, project, cursor string, count int, ke
 		return nil, "", err
 	}
 	err = e.store.View(func(tx *storage.Tx) error {
-		events, next, err = tx.ListLogs(project, cursor, count, keep)
+		events, next, err = tx.ListLogs(project, cursor, count, e.cfg.MaxPageBytes, keep)
 		return err
 	})
 	return events, next, err
@@ -107,7 +107,7 @@ func (e *Engine) DLQ(ctx context.Context, project, cursor string, count int, kee
 		return nil, "", err
 	}
 	err = e.store.View(func(tx *storage.Tx) error {
-		entries, next, err = tx.ListDLQ(project, cursor, count, keep)
+		entries, next, err = tx.ListDLQ(project, cursor, count, e.cfg.MaxPageBytes, keep)
 		return err
 	})
 	return entries, next, err

@@ -91,13 +91,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 
 // classify turns an endpoint's answer into an Outcome (protocol §4.3).
 func classify(status int, header http.Header, body []byte, now time.Time) Outcome {
-	kept := make(http.Header, len(header))
-	for name, values := range header {
-		if !wire.IsHopByHop(name) {
-			kept[name] = values
-		}
-	}
-	out := Outcome{Response: storage.Response{Status: status, Header: kept, Body: body}}
+	out := Outcome{Response: storage.Response{Status: status, Header: keptResponseHeader(header), Body: body}}
 	switch {
 	case status >= 200 && status < 300:
 		out.Verdict = Delivered

@@ -270,8 +270,9 @@ func (t *Tx) Waiter(project, eventID, runID string) (*Waiter, error) {
 	return &w, json.Unmarshal(data, &w)
 }
 
-// Waiters lists up to limit waiters of an event.
-func (t *Tx) Waiters(project, eventID string, limit int) ([]Waiter, error) {
+// Waiters lists up to limit waiters of an event, and no more once their stored size
+// reaches maxBytes (0: no byte limit; at least one).
+func (t *Tx) Waiters(project, eventID string, limit, maxBytes int) ([]Waiter, error) {
 	b := t.bucket(project, bucketWaiters)
 	if b == nil {
 		return nil, nil
@@ -279,12 +280,14 @@ func (t *Tx) Waiters(project, eventID string, limit int) ([]Waiter, error) {
 	var out []Waiter
 	prefix := eventID + "\x00"
 	c := b.Cursor()
-	for k, v := c.Seek([]byte(prefix)); k != nil && len(out) < limit && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, v = c.Next() {
+	size := 0
+	for k, v := c.Seek([]byte(prefix)); k != nil && len(out) < limit && !pageFull(size, maxBytes) && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, v = c.Next() {
 		var w Waiter
 		if err := json.Unmarshal(v, &w); err != nil {
 			return nil, err
 		}
 		out = append(out, w)
+		size += len(v)
 	}
 	return out, nil
 }
