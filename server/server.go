@@ -37,6 +37,10 @@ type Config struct {
 	// and 100.
 	HookRate  float64
 	HookBurst int
+	// MaxHops refuses (400) a request whose Duraton-Hops header says it descends from that
+	// many Duraton deliveries: a message that comes back through Duraton (a destination
+	// that leads to its own /v2/publish) stops after MaxHops rounds. Default 8.
+	MaxHops int
 	// MaxHeaderBytes caps the request header size. Default 64 KiB.
 	MaxHeaderBytes int
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
@@ -72,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FailedAuthBurst <= 0 {
 		c.FailedAuthBurst = 100
+	}
+	if c.MaxHops <= 0 {
+		c.MaxHops = 8
 	}
 	if c.HookRate <= 0 {
 		c.HookRate = 20
@@ -134,7 +141,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.JSONSerializer = compactSerializer{}
 
 	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
-	v2 := e.Group("/v2", auth.middleware)
+	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
 
 	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
 	(&publishHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2)

@@ -179,6 +179,7 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	project := projectOf(c)
 	resume.Project, onTimeout.Project = project, project
 	resume.CallerIP, onTimeout.CallerIP = c.RealIP(), c.RealIP()
+	resume.Hops, onTimeout.Hops = hopsOf(c), hopsOf(c)
 	err = h.engine.Wait(c.Request().Context(), delivery.WaitRequest{
 		Project: project, EventID: c.Param("eventId"), RunID: resume.RunID,
 		Timeout: timeout, TimeoutText: text, Step: req.Step, Resume: resume, OnTimeout: onTimeout,
@@ -369,7 +370,7 @@ func (h *workflowHandlers) trigger(c echo.Context) error {
 	} else if err := validRunID(runID); err != nil {
 		return err
 	}
-	m.Project, m.Body, m.CallerIP, m.RunID = projectOf(c), body, c.RealIP(), runID
+	m.Project, m.Body, m.CallerIP, m.RunID, m.Hops = projectOf(c), body, c.RealIP(), runID, hopsOf(c)
 	res, err := h.engine.PublishAll(c.Request().Context(), []delivery.Publication{{Message: m, Init: &delivery.RunInit{URL: m.URL, UnknownSdk: true}}})
 	if err != nil {
 		return err
