@@ -59,7 +59,7 @@ func runBenchChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&o.runs, "runs", 1000, "workflow runs (3 steps and a 1 s sleep each)")
 	fs.IntVar(&o.messages, "messages", -1, "plain messages (default: as many as runs)")
 	fs.IntVar(&o.kills, "kills", 5, "times the server is SIGKILLed and restarted")
-	fs.DurationVar(&o.killEvery, "kill-every", 3*time.Second, "mean time between kills (uniform in ±50 %)")
+	fs.DurationVar(&o.killEvery, "kill-every", 250*time.Millisecond, "least mean time between kills (uniform in ±50 %); kill k also waits for k/(kills+1) of the runs to finish")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "concurrent triggering and publishing clients")
 	fs.DurationVar(&o.settle, "settle-timeout", 10*time.Minute, "how long to wait for every run and message to end after the last kill")
 	seed := fs.Int64("seed", time.Now().UnixNano(), "seed of the chaos (endpoint behaviour and kill times)")
@@ -133,8 +133,7 @@ func benchChaos(ctx context.Context, o chaosOptions, logf func(string, ...any)) 
 	killsDone := make(chan error, 1)
 	var kills atomic.Int64
 	acked := &chaosAcked{runs: map[string]bool{}, messages: map[int]bool{}}
-	liveAt := func() int { return acked.runCount() - ep.finishedRuns() }
-	go func() { killsDone <- killLoop(ctx, srv, o, &kills, &res.LiveRunsAtKills, liveAt, logf) }()
+	go func() { killsDone <- killLoop(ctx, srv, o, &kills, &res.LiveRunsAtKills, acked, ep, logf) }()
 
 	loadChaos(ctx, client, base, o, acked, &res.PublishRetries, logf)
 	if err := <-killsDone; err != nil {
@@ -171,24 +170,39 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// killLoop SIGKILLs the server o.kills times at jittered intervals and starts it again.
-func killLoop(ctx context.Context, srv *chaosServer, o chaosOptions, kills *atomic.Int64, liveAtKills *[]int, liveRuns func() int, logf func(string, ...any)) error {
+// killLoop SIGKILLs the server o.kills times and starts it again. Kills are spread over
+// the load: kill k waits until k/(kills+1) of the runs have finished, and at least
+// --kill-every (jittered ±50 %) after the previous one, so that every kill hits runs in
+// flight.
+func killLoop(ctx context.Context, srv *chaosServer, o chaosOptions, kills *atomic.Int64, liveAtKills *[]int, acked *chaosAcked, ep *chaosEndpoint, logf func(string, ...any)) error {
 	rng := rand.New(rand.NewPCG(o.seed+1, o.seed))
-	for range o.kills {
-		wait := time.Duration((0.5 + rng.Float64()) * float64(o.killEvery))
+	for k := 1; k <= o.kills; k++ {
+		gap := time.After(time.Duration((0.5 + rng.Float64()) * float64(o.killEvery)))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-gap:
 		}
-		live := liveRuns()
+		due := k * o.runs / (o.kills + 1)
+		stalled := time.Now().Add(o.settle)
+		for ep.finishedRuns() < due {
+			if time.Now().After(stalled) {
+				return fmt.Errorf("chaos: runs stopped finishing (%d of %d) before kill %d", ep.finishedRuns(), o.runs, k)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		live := acked.runCount() - ep.finishedRuns()
 		srv.kill()
 		kills.Add(1)
 		*liveAtKills = append(*liveAtKills, live)
 		if err := srv.start(); err != nil {
-			return fmt.Errorf("restart after kill %d: %w", kills.Load(), err)
+			return fmt.Errorf("restart after kill %d: %w", k, err)
 		}
-		logf("chaos: kill %d/%d with %d runs unfinished, restarted", kills.Load(), o.kills, live)
+		logf("chaos: kill %d/%d with %d runs unfinished, restarted", k, o.kills, live)
 	}
 	return nil
 }

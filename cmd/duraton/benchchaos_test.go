@@ -22,12 +22,14 @@ func TestBenchChaosSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	err = runBench(ctx, []string{"chaos", "--bin", bin, "--runs", "40", "--messages", "40", "--kills", "2", "--kill-every", "1s", "--seed", "7"}, &out, &errOut)
+	err = runBench(ctx, []string{"chaos", "--bin", bin, "--runs", "40", "--messages", "40", "--kills", "2", "--kill-every", "100ms", "--seed", "7"}, &out, &errOut)
 	require.NoError(t, err, "stderr:\n%s\nresult: %s", errOut.String(), out.String())
 	var res benchChaosResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "%s", out.String())
 	require.Equal(t, 2, res.Kills)
 	require.Equal(t, 3, res.Starts)
+	require.Len(t, res.LiveRunsAtKills, 2)
+	require.Positive(t, res.LiveRunsAtKills[0], "the first kill hit runs in flight")
 	require.Equal(t, 40, res.RunsAcked)
 	require.Equal(t, 40, res.RunsSucceeded+res.RunsFailed)
 	require.Zero(t, res.RunsNotTerminal+res.RunsLost+res.DuplicateSteps+res.MessagesLost)
