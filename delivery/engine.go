@@ -62,6 +62,19 @@ type Config struct {
 	MaxInvokeDepth int
 	// MaxWaitTimeout caps a waitForEvent timeout. Default 365 days.
 	MaxWaitTimeout time.Duration
+	// MaxRunEvents and MaxRunEventBytes cap the events kept for one run that does not
+	// wait for them yet (notify with a run id, webhook calls before the wait): their
+	// count and summed size (event ids and data). Beyond either a notify answers 412.
+	// Defaults 100 and 1 MiB.
+	MaxRunEvents     int
+	MaxRunEventBytes int64
+	// EventRetention is how long a kept event waits for its run to wait for it; kept
+	// events also go when their run succeeds, is cancelled or is deleted. Default 7 days.
+	EventRetention time.Duration
+	// MaxPageBytes is the byte budget of one page of a listing (logs, dead letters, runs
+	// with their histories, waiters): a page ends early, with a cursor, once the records
+	// it holds reach it (it always holds one). Default 4 MiB.
+	MaxPageBytes int
 	// Destinations decides which addresses attempts may connect to (checked at dial time).
 	// The zero value allows public addresses only.
 	Destinations netguard.Policy
@@ -172,6 +185,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInvokeDepth <= 0 {
 		c.MaxInvokeDepth = 100
+	}
+	if c.MaxRunEvents <= 0 {
+		c.MaxRunEvents = 100
+	}
+	if c.MaxRunEventBytes <= 0 {
+		c.MaxRunEventBytes = 1 << 20
+	}
+	if c.EventRetention <= 0 {
+		c.EventRetention = 7 * 24 * time.Hour
+	}
+	if c.MaxPageBytes <= 0 {
+		c.MaxPageBytes = 4 << 20
 	}
 	if c.MaxWaitTimeout <= 0 {
 		c.MaxWaitTimeout = 365 * 24 * time.Hour

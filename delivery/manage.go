@@ -95,7 +95,7 @@ func (e *Engine) Logs(ctx context.Context, project, cursor string, count int, ke
 		return nil, "", err
 	}
 	err = e.store.View(func(tx *storage.Tx) error {
-		events, next, err = tx.ListLogs(project, cursor, count, keep)
+		events, next, err = tx.ListLogs(project, cursor, count, e.cfg.MaxPageBytes, keep)
 		return err
 	})
 	return events, next, err
@@ -107,7 +107,7 @@ func (e *Engine) DLQ(ctx context.Context, project, cursor string, count int, kee
 		return nil, "", err
 	}
 	err = e.store.View(func(tx *storage.Tx) error {
-		entries, next, err = tx.ListDLQ(project, cursor, count, keep)
+		entries, next, err = tx.ListDLQ(project, cursor, count, e.cfg.MaxPageBytes, keep)
 		return err
 	})
 	return entries, next, err
@@ -331,7 +331,11 @@ func (e *Engine) sweep(ctx context.Context) error {
 					return 0, err
 				}
 				d, err := deleteEndedRuns(tx, p.ID, now.Add(-e.cfg.RunRetention).UnixMilli(), sweepBatch)
-				return a + b + c + d, err
+				if err != nil {
+					return 0, err
+				}
+				f, err := e.sweepRunEventsTx(tx, p.ID, now, sweepBatch)
+				return a + b + c + d + f, err
 			})
 			if err != nil {
 				return err

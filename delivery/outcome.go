@@ -204,7 +204,7 @@ func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpe
 		ID: e.ids.New(storage.PrefixMessage, now), Project: src.Project, Kind: kind,
 		URL: spec.URL, Method: spec.Method, Header: header, Body: wire.MustCompactJSON(payload),
 		RunID: spec.RunID, CallType: spec.CallType,
-		Labels: src.Labels, CallerIP: src.CallerIP,
+		Labels: src.Labels, CallerIP: src.CallerIP, Hops: src.Hops,
 		CreatedAt: now.UnixMilli(), NotBefore: due.UnixMilli(), DueAt: due.UnixNano(),
 		State: storage.StateCreated, Retries: spec.Retries, RetryDelay: spec.RetryDelay,
 		TimeoutMs: spec.TimeoutMs, FlowControl: spec.FlowControl, SourceMessageID: src.ID,

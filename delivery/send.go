@@ -72,6 +72,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	req.Header.Set(wire.HeaderMessageID, m.ID)
 	req.Header.Set(wire.HeaderRetried, strconv.Itoa(m.Retried))
 	req.Header.Set(wire.HeaderUserAgent, wire.UserAgent)
+	req.Header.Set(wire.HeaderHops, strconv.Itoa(m.Hops+1))
 	if fc := m.FlowControl; fc != nil {
 		req.Header.Set(wire.HeaderFlowControlKey, fc.Key)
 		req.Header.Set(wire.HeaderFlowControlValue, flowControlValue(fc))
@@ -79,6 +80,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 
 	resp, err := e.client.Do(req)
 	if err != nil {
+		e.logSendError(m, err) // senderr.go: the detail the tenant does not see
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Error: describeSendError(err)}}
 	}
 	defer resp.Body.Close()
@@ -91,13 +93,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 
 // classify turns an endpoint's answer into an Outcome (protocol §4.3).
 func classify(status int, header http.Header, body []byte, now time.Time) Outcome {
-	kept := make(http.Header, len(header))
-	for name, values := range header {
-		if !wire.IsHopByHop(name) {
-			kept[name] = values
-		}
-	}
-	out := Outcome{Response: storage.Response{Status: status, Header: kept, Body: body}}
+	out := Outcome{Response: storage.Response{Status: status, Header: keptResponseHeader(header), Body: body}}
 	switch {
 	case status >= 200 && status < 300:
 		out.Verdict = Delivered
@@ -115,15 +111,17 @@ func classify(status int, header http.Header, body []byte, now time.Time) Outcom
 }
 
 // describeSendError names what went wrong without echoing internal detail (addresses,
-// resolver output) that could map another network (RELIABILITY.md §3.2).
+// resolver output) that could map another network (RELIABILITY.md §3.2). A refused
+// (blocked) address reads like a failed connection: otherwise a tenant could learn which
+// internal names resolve to private addresses. The server log has the detail.
 func describeSendError(err error) string {
 	var netErr net.Error
 	var blocked *netguard.BlockedError
 	switch {
+	case errors.As(err, &blocked):
+		return "connection failed"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return "timed out"
-	case errors.As(err, &blocked):
-		return "destination address is not allowed"
 	default:
 		var opErr *net.OpError
 		if errors.As(err, &opErr) && opErr.Op == "dial" {

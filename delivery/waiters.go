@@ -44,7 +44,7 @@ func (e *Engine) Wait(ctx context.Context, r WaitRequest) error {
 		if !run.Live() {
 			return nil, fmt.Errorf("%w: run %q is %s", ErrRunEnded, run.ID, run.State)
 		}
-		event, err := tx.TakeLookback(r.Project, r.RunID, r.EventID)
+		event, err := e.takeRunEventTx(tx, r.Project, r.RunID, r.EventID, now) // webhooks.go
 		switch {
 		case err == nil:
 			step, err := stepWith(r.Step, map[string]any{"out": base64.StdEncoding.EncodeToString(event), "waitTimeout": false})
@@ -136,7 +136,7 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 				return res, err
 			}
 			if run.Live() {
-				return res, tx.PutLookback(project, runID, eventID, data)
+				return res, e.putRunEventTx(tx, project, runID, eventID, data, now) // webhooks.go
 			}
 		}
 		return res, nil
@@ -150,7 +150,7 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 
 func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string) ([]Waiter, error) {
 	if runID == "" {
-		return tx.Waiters(project, eventID, maxNotifyWaiters)
+		return tx.Waiters(project, eventID, maxNotifyWaiters, 0)
 	}
 	w, err := tx.Waiter(project, eventID, runID)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -231,7 +231,9 @@ func (e *Engine) fireWaitTimeout(timer *Message) ([]storage.DueEntry, error) {
 
 // Waiters lists the waiters of an event.
 func (e *Engine) Waiters(ctx context.Context, project, eventID string) ([]Waiter, error) {
-	return view(ctx, e.store, func(tx *storage.Tx) ([]Waiter, error) { return tx.Waiters(project, eventID, maxNotifyWaiters) })
+	return view(ctx, e.store, func(tx *storage.Tx) ([]Waiter, error) {
+		return tx.Waiters(project, eventID, maxNotifyWaiters, e.cfg.MaxPageBytes)
+	})
 }
 
 // ProjectForUser finds the project whose webhooks carry userID (protocol §5.11).

@@ -191,6 +191,11 @@ func (w *runs) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time)
 			}
 		}
 	}
+	if m.CallType == CallStep {
+		if err := mintWebhookTx(tx, run, m, now); err != nil { // webhooks.go
+			return err
+		}
+	}
 	entry := &HistoryEntry{MessageID: m.ID, Body: m.Body, CallType: m.CallType, CreatedAt: now.UnixMilli()}
 	if err := w.appendHistoryTx(tx, m.Project, run, entry); err != nil {
 		return err

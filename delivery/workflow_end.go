@@ -75,6 +75,13 @@ func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, 
 		}
 		fx.forget = dropped
 	}
+	// Events kept for a later wait go with the run; a failed run keeps them for a resume
+	// from the DLQ (the retention sweep and run deletion still remove them).
+	if state != RunFailed {
+		if err := tx.DeleteRunEvents(project, run.ID); err != nil {
+			return fx, err
+		}
+	}
 	if err := tx.PutRun(project, run); err != nil {
 		return fx, err
 	}

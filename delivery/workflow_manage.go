@@ -46,6 +46,17 @@ func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, cou
 			return err
 		}
 		next = n
+		// The byte budget counts histories, which are most of a run's size.
+		size := int64(0)
+		for i, r := range runs {
+			if i > 0 && size >= int64(e.cfg.MaxPageBytes) {
+				last := runs[i-1]
+				next = &RunCursor{CreatedAt: last.CreatedAt, RunID: last.ID}
+				runs = runs[:i]
+				break
+			}
+			size += r.HistoryBytes
+		}
 		for _, r := range runs {
 			h, err := tx.History(project, r.ID, r.HistoryLen)
 			if err != nil {

@@ -144,7 +144,10 @@ func (c *Context) recorded(id int, name, stepType string) (recordedStep, bool, e
 	if !ok {
 		return s, false, nil
 	}
-	if s.StepName != name || (s.StepType != stepType && !(stepType == "Wait" && s.StepType == "WaitForWebhook")) {
+	// Runs recorded before CreateWebhook had its own step type have it as a Run step.
+	sameKind := s.StepType == stepType || (stepType == "Wait" && s.StepType == "WaitForWebhook") ||
+		(stepType == "CreateWebhook" && s.StepType == "Run")
+	if s.StepName != name || !sameKind {
 		return s, true, mismatch(id, name, stepType, s.StepName, s.StepType)
 	}
 	return s, true, nil

@@ -103,9 +103,15 @@ func WithStepRetries(n int) StepOption { return func(o *stepOptions) { o.retries
 // Run executes fn once as the step name and records its result; on later deliveries the
 // recorded result is returned without calling fn.
 func Run[T any](c *Context, name string, fn func() (T, error), opts ...StepOption) (T, error) {
+	return runStep(c, name, "Run", fn, opts...)
+}
+
+// runStep is Run for steps of another type that compute their result in the SDK
+// (CreateWebhook).
+func runStep[T any](c *Context, name, stepType string, fn func() (T, error), opts ...StepOption) (T, error) {
 	var zero T
 	id := c.take()
-	if s, ok, err := c.recorded(id, name, "Run"); err != nil {
+	if s, ok, err := c.recorded(id, name, stepType); err != nil {
 		return zero, err
 	} else if ok {
 		return decodeOut[T](s)
@@ -119,10 +125,10 @@ func Run[T any](c *Context, name string, fn func() (T, error), opts ...StepOptio
 		// publish a plan step now and execute when that delivery arrives.
 		if plan, ok := c.plans[id]; !ok || c.last.StepID != 0 || c.last.TargetStep != id {
 			if ok && plan.StepName != name {
-				return zero, mismatch(id, name, "Run", plan.StepName, plan.StepType)
+				return zero, mismatch(id, name, stepType, plan.StepName, plan.StepType)
 			}
 			if !ok {
-				c.schedule(stepMessage{body: map[string]any{"stepId": 0, "stepName": name, "stepType": "Run", "concurrent": 1, "targetStep": id}, header: o.headers()})
+				c.schedule(stepMessage{body: map[string]any{"stepId": 0, "stepName": name, "stepType": stepType, "concurrent": 1, "targetStep": id}, header: o.headers()})
 			}
 			panic(stepDone{condition: "discard"})
 		}
@@ -135,7 +141,7 @@ func Run[T any](c *Context, name string, fn func() (T, error), opts ...StepOptio
 	if err != nil {
 		return zero, fmt.Errorf("step %q: encode result: %w", name, err)
 	}
-	c.schedule(stepMessage{body: stepObject(id, name, "Run", string(out), 1)})
+	c.schedule(stepMessage{body: stepObject(id, name, stepType, string(out), 1)})
 	return zero, nil // not reached
 }
 
@@ -315,9 +321,11 @@ type Webhook struct {
 	EventID string `json:"eventId"`
 }
 
-// CreateWebhook makes a webhook URL for WaitForWebhook.
+// CreateWebhook makes a webhook URL for WaitForWebhook. The server adds a secret to the
+// URL when it records the step (so the URL this returns on replay is the one to hand
+// out); anyone holding the URL can resume the wait, so treat it as a credential.
 func (c *Context) CreateWebhook(name string) (Webhook, error) {
-	return Run(c, name, func() (Webhook, error) {
+	return runStep(c, name, "CreateWebhook", func() (Webhook, error) {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		event := "evt_" + hex.EncodeToString(b[:])

@@ -63,6 +63,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status, msg = http.StatusBadRequest, err.Error()
 		case errors.Is(err, delivery.ErrRunNotFound):
 			status, msg = http.StatusNotFound, err.Error()
+		case errors.Is(err, delivery.ErrBadStep):
+			status, msg = http.StatusBadRequest, err.Error()
 		case errors.Is(err, delivery.ErrRunLimit), errors.Is(err, delivery.ErrQueueLimit):
 			status, msg = http.StatusPreconditionFailed, err.Error()
 		case errors.Is(err, delivery.ErrNotFound):

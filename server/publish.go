@@ -146,7 +146,7 @@ func (h *publishHandlers) message(c echo.Context, header http.Header, dest strin
 	if err != nil {
 		return delivery.Publication{}, err
 	}
-	m.Project, m.Body, m.Queue, m.CallerIP = projectOf(c), body, queue, c.RealIP()
+	m.Project, m.Body, m.Queue, m.CallerIP, m.Hops = projectOf(c), body, queue, c.RealIP(), hopsOf(c)
 	init, err := p.workflow(header, m)
 	if err != nil {
 		return delivery.Publication{}, err

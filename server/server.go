@@ -33,6 +33,15 @@ type Config struct {
 	// FailedAuthBurst is how many failed authentications one client address may make per
 	// minute before it gets 429. Default 100.
 	FailedAuthBurst int
+	// HookRate and HookBurst rate-limit the public webhook route per client address
+	// (IPv6 by /64): HookRate calls per second on average, HookBurst at once. Defaults 20
+	// and 100.
+	HookRate  float64
+	HookBurst int
+	// MaxHops refuses (400) a request whose Duraton-Hops header says it descends from that
+	// many Duraton deliveries: a message that comes back through Duraton (a destination
+	// that leads to its own /v2/publish) stops after MaxHops rounds. Default 8.
+	MaxHops int
 	// MaxHeaderBytes caps the request header size. Default 64 KiB.
 	MaxHeaderBytes int
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound slow clients.
@@ -68,6 +77,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FailedAuthBurst == 0 {
 		c.FailedAuthBurst = 100
+	}
+	if c.MaxHops == 0 {
+		c.MaxHops = 8
+	}
+	if c.HookRate == 0 {
+		c.HookRate = 20
+	}
+	if c.HookBurst == 0 {
+		c.HookBurst = 100
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 64 << 10
@@ -116,8 +134,14 @@ func (c Config) validate() error {
 	negative("ReadTimeout", c.ReadTimeout, c.ReadTimeout < 0)
 	negative("WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0)
 	negative("IdleTimeout", c.IdleTimeout, c.IdleTimeout < 0)
+	negative("MaxHops", c.MaxHops, c.MaxHops < 0)
+	negative("HookRate", c.HookRate, c.HookRate < 0)
+	negative("HookBurst", c.HookBurst, c.HookBurst < 0)
 	return errors.Join(errs...)
 }
+
+// maxHookClients bounds the client addresses the webhook rate limit tracks.
+const maxHookClients = 10_000
 
 // Server serves the API.
 type Server struct {
@@ -140,7 +164,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.JSONSerializer = compactSerializer{}
 
 	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
-	v2 := e.Group("/v2", auth.middleware)
+	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
 
 	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
 	(&publishHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2)
@@ -149,7 +173,8 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	wfDLQ := &workflowDLQHandlers{engine: engine}
 	wfDLQ.register(v2)
 	(&dlqHandlers{engine: engine, workflow: wfDLQ}).register(v2)
-	(&workflowHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2, e)
+	hooks := newHookLimiter(cfg.HookRate, cfg.HookBurst, maxHookClients, cfg.Now)
+	(&workflowHandlers{engine: engine, cfg: cfg, limits: limits, hooks: hooks}).register(v2, e)
 	(&runLogHandlers{engine: engine}).register(v2)
 	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)

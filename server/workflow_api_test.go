@@ -405,11 +405,12 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 		const runID = "wfr_hook1"
 		wfURL := ep.URL("/wf/hook1")
 		ep.waitMessage(t, env.trigger(t, runID, wfURL, "start"))
-		r := env.call(t, http.MethodPost, "/v2/wait/evt_hook1", waitBody(wfURL, `"1h"`, "hook"), waitHeaders(runID, wfURL)...)
+		hookURL, eventID := webhookOf(t, env, ep, runID, wfURL, "evt_hook1")
+		r := env.call(t, http.MethodPost, "/v2/wait/"+eventID, waitForWebhookBody(wfURL, "hook", 2), waitHeaders(runID, wfURL)...)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 
 		// Called by a third party: no token.
-		req, err := http.NewRequest(http.MethodPost, env.URL+"/v2/workflows/hooks/"+testProject+"/"+runID+"/evt_hook1?x=1", strings.NewReader("hook-body"))
+		req, err := http.NewRequest(http.MethodPost, hookURL+"?x=1", strings.NewReader("hook-body"))
 		require.NoError(t, err)
 		req.Header.Set("X-Sender", "stripe")
 		req.Header.Set("Content-Type", "text/plain")
@@ -417,7 +418,7 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		require.JSONEq(t, `{"status":"received"}`, string(r.Body))
 
-		d := deliveriesOfRun(t, ep, runID, 2)[1]
+		d := deliveriesOfRun(t, ep, runID, 3)[2]
 		h := history(t, d)
 		got := stepObject(t, h[len(h)-1])
 		require.Equal(t, "hook", got["stepName"])
@@ -429,7 +430,7 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &ev), "%s", raw)
 		require.Equal(t, http.MethodPost, ev.Method)
 		require.Equal(t, b64("hook-body"), ev.Body)
-		require.Equal(t, "/v2/workflows/hooks/"+testProject+"/"+runID+"/evt_hook1?x=1", ev.URL)
+		require.Equal(t, strings.TrimPrefix(hookURL, env.URL)+"?x=1", ev.URL)
 		require.Equal(t, []string{"stripe"}, ev.Header["X-Sender"])
 		require.Equal(t, "http", ev.Proto)
 	})
@@ -439,15 +440,16 @@ func TestWorkflowAPIWaitNotify(t *testing.T) {
 		const runID = "wfr_hook2"
 		wfURL := ep.URL("/wf/hook2")
 		ep.waitMessage(t, env.trigger(t, runID, wfURL, "start"))
-		req, err := http.NewRequest(http.MethodPut, env.URL+"/v2/workflows/hooks/"+testProject+"/"+runID+"/evt_hook2", strings.NewReader("put-body"))
+		hookURL, eventID := webhookOf(t, env, ep, runID, wfURL, "evt_hook2")
+		req, err := http.NewRequest(http.MethodPut, hookURL, strings.NewReader("put-body"))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "text/plain")
 		r := env.send(t, req)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 
-		r = env.call(t, http.MethodPost, "/v2/wait/evt_hook2", waitBody(wfURL, `"1h"`, "hook2"), waitHeaders(runID, wfURL)...)
+		r = env.call(t, http.MethodPost, "/v2/wait/"+eventID, waitForWebhookBody(wfURL, "hook2", 2), waitHeaders(runID, wfURL)...)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		h := history(t, deliveriesOfRun(t, ep, runID, 2)[1])
+		h := history(t, deliveriesOfRun(t, ep, runID, 3)[2])
 		raw, err := base64.StdEncoding.DecodeString(stepObject(t, h[len(h)-1])["out"].(string))
 		require.NoError(t, err)
 		var ev hookEvent

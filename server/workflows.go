@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"maps"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +30,7 @@ type workflowEngine interface {
 	Notify(ctx context.Context, project, eventID, runID string, data []byte) ([]delivery.NotifyResult, error)
 	Waiters(ctx context.Context, project, eventID string) ([]delivery.Waiter, error)
 	ProjectForUser(ctx context.Context, userID string) (string, error)
+	CallWebhook(ctx context.Context, project, runID, eventID, secret string, data []byte) error
 }
 
 // workflowHandlers serve workflow runs: completion and cancel, lazy history fetch, bulk
@@ -36,6 +39,7 @@ type workflowHandlers struct {
 	engine workflowEngine
 	cfg    Config
 	limits publishLimits
+	hooks  *hookLimiter
 }
 
 func (h *workflowHandlers) register(v2 *echo.Group, public *echo.Echo) {
@@ -47,8 +51,8 @@ func (h *workflowHandlers) register(v2 *echo.Group, public *echo.Echo) {
 	v2.POST("/notify/:runId/:eventId", h.notifyRun)
 	v2.GET("/waiters/:eventId", h.waiters)
 	v2.POST("/trigger/*", h.trigger)
-	// Webhook URLs are called by third parties: the run id and the event id in the path
-	// are the credential, as in Upstash.
+	// Webhook URLs are called by third parties without a token: the secret the engine put
+	// into the URL's last segment when the run created the webhook is the credential.
 	public.Any("/v2/workflows/hooks/:userId/:runId/:eventId", h.hook)
 }
 
@@ -185,6 +189,7 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	project := projectOf(c)
 	resume.Project, onTimeout.Project = project, project
 	resume.CallerIP, onTimeout.CallerIP = c.RealIP(), c.RealIP()
+	resume.Hops, onTimeout.Hops = hopsOf(c), hopsOf(c)
 	err = h.engine.Wait(c.Request().Context(), delivery.WaitRequest{
 		Project: project, EventID: c.Param("eventId"), RunID: resume.RunID,
 		Timeout: timeout, TimeoutText: text, Step: req.Step, Resume: resume, OnTimeout: onTimeout,
@@ -289,12 +294,28 @@ func (h *workflowHandlers) waiters(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// hook serves a webhook URL. Whatever is wrong with the call (unknown project, run or
+// event, a wrong or missing secret, an event that is not a webhook's) it gets the answer
+// of an unknown path: nothing tells a guesser which part was right.
 func (h *workflowHandlers) hook(c echo.Context) error {
-	project, err := h.engine.ProjectForUser(c.Request().Context(), c.Param("userId"))
-	if err != nil {
-		return notFound("webhook not found")
+	if ok, wait := h.hooks.allow(c.RealIP()); !ok {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return &apiError{status: http.StatusTooManyRequests, msg: "too many webhook calls from this address"}
 	}
+	// The body is read (and its limit applied) before anything is looked up, so a 413 says
+	// nothing about the path either.
 	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	eventID, secret, ok := delivery.SplitHookEvent(c.Param("eventId"))
+	if !ok {
+		return echo.ErrNotFound
+	}
+	project, err := h.engine.ProjectForUser(c.Request().Context(), c.Param("userId"))
+	if errors.Is(err, delivery.ErrNotFound) {
+		return echo.ErrNotFound
+	}
 	if err != nil {
 		return err
 	}
@@ -311,7 +332,10 @@ func (h *workflowHandlers) hook(c echo.Context) error {
 		Method: r.Method, Header: r.Header, Body: body,
 		Proto: proto, Host: r.Host, URL: r.URL.RequestURI(),
 	})
-	if _, err := h.engine.Notify(c.Request().Context(), project, c.Param("eventId"), c.Param("runId"), event); err != nil {
+	if err := h.engine.CallWebhook(c.Request().Context(), project, c.Param("runId"), eventID, secret, event); err != nil {
+		if errors.Is(err, delivery.ErrHookNotFound) {
+			return echo.ErrNotFound
+		}
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "received"})
@@ -342,7 +366,7 @@ func (h *workflowHandlers) trigger(c echo.Context) error {
 	} else if err := validRunID(runID); err != nil {
 		return err
 	}
-	m.Project, m.Body, m.CallerIP, m.RunID = projectOf(c), body, c.RealIP(), runID
+	m.Project, m.Body, m.CallerIP, m.RunID, m.Hops = projectOf(c), body, c.RealIP(), runID, hopsOf(c)
 	res, err := h.engine.PublishAll(c.Request().Context(), []delivery.Publication{{Message: m, Init: &delivery.RunInit{URL: m.URL, UnknownSdk: true}}})
 	if err != nil {
 		return err

@@ -16,10 +16,15 @@
 //	    "dedup"    deduplication id → DedupRecord
 //	    "runs"     workflow run id → Run (its configuration and state)
 //	    "rundata"  run id 0x00 kind … → a run's history entries, step keys, pending
-//	               messages and cursor, contiguous per run (see runs.go)
+//	               messages and cursor, its webhooks (secret) and the events kept
+//	               for a later wait (arrival time ‖ data), contiguous per run (see
+//	               runs.go, events.go)
+//	    "eventexpiry" arrival (unix ms) ‖ run id 0x00 event id → nothing (expiry
+//	               index of kept events)
 //	    "runindex" created-at ‖ run id → nothing (listing newest first)
 //	    "waiters"  event id 0x00 run id → Waiter
-//	    "lookback" run id 0x00 event id → an event that arrived before its wait
+//	    "lookback" run id 0x00 event id → event data, written by versions before
+//	               kept events had limits; the sweeper moves them into "rundata"
 //	    "ratelog"  flow-control key 0x00 start (unix ns) → nothing (recent rate starts)
 //	    "flowkeys" flow-control key → FlowKeySettings (pause, pins)
 //

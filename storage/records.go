@@ -28,17 +28,20 @@ const (
 // Message is one pending delivery job: the request to send and how to retry it. Times are
 // unix milliseconds except DueAt, which is unix nanoseconds because it orders the due index.
 type Message struct {
-	ID        string              `json:"id"`
-	Project   string              `json:"project"`
-	Kind      string              `json:"kind"`
-	URL       string              `json:"url"`
-	Method    string              `json:"method"`
-	Header    map[string][]string `json:"header,omitempty"`
-	Body      []byte              `json:"body,omitempty"`
-	Queue     string              `json:"queue,omitempty"`
-	Labels    []string            `json:"labels,omitempty"`
-	CallerIP  string              `json:"callerIp,omitempty"`
-	CreatedAt int64               `json:"createdAt"`
+	ID       string              `json:"id"`
+	Project  string              `json:"project"`
+	Kind     string              `json:"kind"`
+	URL      string              `json:"url"`
+	Method   string              `json:"method"`
+	Header   map[string][]string `json:"header,omitempty"`
+	Body     []byte              `json:"body,omitempty"`
+	Queue    string              `json:"queue,omitempty"`
+	Labels   []string            `json:"labels,omitempty"`
+	CallerIP string              `json:"callerIp,omitempty"`
+	// Hops is how many Duraton deliveries the publish of this message descends from (the
+	// Duraton-Hops header it arrived with); its deliveries carry Hops+1.
+	Hops      int   `json:"hops,omitempty"`
+	CreatedAt int64 `json:"createdAt"`
 	// OrderAt orders the message among the deliveries of its flow-control key: its run's
 	// creation time for workflow messages (older runs finish first), else CreatedAt.
 	OrderAt     int64           `json:"orderAt,omitempty"`

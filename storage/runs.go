@@ -270,8 +270,9 @@ func (t *Tx) Waiter(project, eventID, runID string) (*Waiter, error) {
 	return &w, json.Unmarshal(data, &w)
 }
 
-// Waiters lists up to limit waiters of an event.
-func (t *Tx) Waiters(project, eventID string, limit int) ([]Waiter, error) {
+// Waiters lists up to limit waiters of an event, and no more once their stored size
+// reaches maxBytes (0: no byte limit; at least one).
+func (t *Tx) Waiters(project, eventID string, limit, maxBytes int) ([]Waiter, error) {
 	b := t.bucket(project, bucketWaiters)
 	if b == nil {
 		return nil, nil
@@ -279,38 +280,16 @@ func (t *Tx) Waiters(project, eventID string, limit int) ([]Waiter, error) {
 	var out []Waiter
 	prefix := eventID + "\x00"
 	c := b.Cursor()
-	for k, v := c.Seek([]byte(prefix)); k != nil && len(out) < limit && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, v = c.Next() {
+	size := 0
+	for k, v := c.Seek([]byte(prefix)); k != nil && len(out) < limit && !pageFull(size, maxBytes) && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, v = c.Next() {
 		var w Waiter
 		if err := json.Unmarshal(v, &w); err != nil {
 			return nil, err
 		}
 		out = append(out, w)
+		size += len(v)
 	}
 	return out, nil
-}
-
-// PutLookback stores an event that arrived for a run before it waited for it.
-func (t *Tx) PutLookback(project, runID, eventID string, body []byte) error {
-	b, err := t.writeBucket(project, bucketLookback)
-	if err != nil {
-		return err
-	}
-	return b.Put([]byte(runID+"\x00"+eventID), body)
-}
-
-// TakeLookback returns and removes a stored event (ErrNotFound if none).
-func (t *Tx) TakeLookback(project, runID, eventID string) ([]byte, error) {
-	b := t.bucket(project, bucketLookback)
-	if b == nil {
-		return nil, ErrNotFound
-	}
-	k := []byte(runID + "\x00" + eventID)
-	v := b.Get(k)
-	if v == nil {
-		return nil, ErrNotFound
-	}
-	out := append([]byte(nil), v...)
-	return out, b.Delete(k)
 }
 
 // LinkRunMessage records that a pending message belongs to a run, so cancelling the run

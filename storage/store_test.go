@@ -163,7 +163,7 @@ func TestStore(t *testing.T) {
 			var page []LogEvent
 			require.NoError(t, s.View(func(tx *Tx) error {
 				var err error
-				page, cursor, err = tx.ListLogs("p", cursor, 3, func(*LogEvent) bool { return true })
+				page, cursor, err = tx.ListLogs("p", cursor, 3, 0, func(*LogEvent) bool { return true })
 				return err
 			}))
 			for _, ev := range page {

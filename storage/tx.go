@@ -24,7 +24,7 @@ const (
 )
 
 var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
-	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys}
+	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys, bucketEventExpiry}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
@@ -195,15 +195,17 @@ func (t *Tx) AppendLog(project string, ev *LogEvent) error {
 }
 
 // ListLogs returns up to count events newest first, starting strictly before the id
-// `before` ("" = from the newest), that match keep. next is the id to pass as `before`
-// for the following page, "" when there are no more.
-func (t *Tx) ListLogs(project, before string, count int, keep func(*LogEvent) bool) (out []LogEvent, next string, err error) {
+// `before` ("" = from the newest), that match keep, and no more once their stored size
+// reaches maxBytes (0: no byte limit; a page has at least one event). next is the id to
+// pass as `before` for the following page, "" when there are no more.
+func (t *Tx) ListLogs(project, before string, count, maxBytes int, keep func(*LogEvent) bool) (out []LogEvent, next string, err error) {
 	b := t.bucket(project, bucketLogs)
 	if b == nil {
 		return nil, "", nil
 	}
+	size := 0
 	err = scanBackward(b, before, func(k, v []byte) (bool, error) {
-		if len(out) == count {
+		if len(out) == count || pageFull(size, maxBytes) {
 			next = out[len(out)-1].ID
 			return false, nil
 		}
@@ -213,6 +215,7 @@ func (t *Tx) ListLogs(project, before string, count int, keep func(*LogEvent) bo
 		}
 		if keep(&ev) {
 			out = append(out, ev)
+			size += len(v)
 		}
 		return true, nil
 	})
@@ -226,6 +229,9 @@ func (t *Tx) DeleteLogsBefore(project, before string, limit int) (int, error) {
 }
 
 // scanBackward walks b from the key just below `before` ("" = the last key) down.
+// pageFull reports whether a page of size stored bytes has reached maxBytes (0: never).
+func pageFull(size, maxBytes int) bool { return maxBytes > 0 && size >= maxBytes }
+
 func scanBackward(b *bolt.Bucket, before string, fn func(k, v []byte) (bool, error)) error {
 	c := b.Cursor()
 	var k, v []byte
@@ -294,14 +300,16 @@ func (t *Tx) DeleteDLQ(project, id string) error {
 }
 
 // ListDLQ returns up to count dead letters newest first, before the id `before` ("" =
-// from the newest), that match keep; next continues the listing ("" at the end).
-func (t *Tx) ListDLQ(project, before string, count int, keep func(*DLQEntry) bool) (out []DLQEntry, next string, err error) {
+// from the newest), that match keep, within maxBytes as ListLogs; next continues the
+// listing ("" at the end).
+func (t *Tx) ListDLQ(project, before string, count, maxBytes int, keep func(*DLQEntry) bool) (out []DLQEntry, next string, err error) {
 	b := t.bucket(project, bucketDLQ)
 	if b == nil {
 		return nil, "", nil
 	}
+	size := 0
 	err = scanBackward(b, before, func(k, v []byte) (bool, error) {
-		if len(out) == count {
+		if len(out) == count || pageFull(size, maxBytes) {
 			next = out[len(out)-1].DLQID
 			return false, nil
 		}
@@ -311,6 +319,7 @@ func (t *Tx) ListDLQ(project, before string, count int, keep func(*DLQEntry) boo
 		}
 		if keep(&e) {
 			out = append(out, e)
+			size += len(v)
 		}
 		return true, nil
 	})

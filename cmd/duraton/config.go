@@ -35,6 +35,7 @@ type serverFlags struct {
 	ProjectCeiling int
 	DefaultTimeout time.Duration
 	DrainTimeout   time.Duration
+	HookRate       int64
 	LogLevel       string
 	LogFormat      string
 	// SwitchMode lets dev open a data directory made by serve, or the other way round.
@@ -132,6 +133,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
 	fs.BoolVar(&f.SwitchMode, "switch-mode", false, "open a data directory created by the other mode (dev/serve) and hand it over to this one")
+	fs.Int64Var(&f.HookRate, "hook-rate", e.int64("DURATON_HOOK_RATE", 20), "webhook calls per second one client address (IPv6: /64) may make, bursts of 5x (DURATON_HOOK_RATE)")
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e.env("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
@@ -160,6 +162,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	f.MaxInFlight, f.ProjectCeiling = int(maxInFlight), int(ceiling)
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
+	}
+	if f.HookRate < 1 || f.HookRate > 1_000_000 {
+		return f, fmt.Errorf("--hook-rate must be between 1 and 1000000")
 	}
 	if f.DefaultTimeout <= 0 {
 		return f, fmt.Errorf("--default-timeout (DURATON_DEFAULT_TIMEOUT) must be positive, got %s", f.DefaultTimeout)

@@ -44,7 +44,9 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if m == modeDev {
 		allow = append(allow, netguard.LoopbackPrefixes()...)
 	}
-	policy := netguard.Policy{Allow: allow}
+	// The listening address is added once known: deliveries never loop into our own API.
+	self := &netguard.SelfAddrs{}
+	policy := netguard.Policy{Allow: allow, Self: self}
 
 	store, err := openStore(f.DataDir)
 	if err != nil {
@@ -76,6 +78,8 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
+		HookRate:         float64(f.HookRate),
+		HookBurst:        int(5 * f.HookRate),
 		CheckDestination: policy.CheckURL,
 		Logger:           log,
 	}, engine)
@@ -85,6 +89,10 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	ln, err := net.Listen("tcp", f.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.Addr, err)
+	}
+	if err := self.Add(ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
 	}
 	if err := engine.Start(ctx); err != nil {
 		ln.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 )
 
@@ -16,6 +17,9 @@ type Policy struct {
 	// Write IPv4 ranges in IPv4 form (10.0.0.0/8); IPv4-mapped addresses are unmapped
 	// before matching. Default: empty.
 	Allow []netip.Prefix
+	// Self holds the server's own listening addresses, refused whatever Allow says.
+	// Default nil: none known.
+	Self *SelfAddrs
 }
 
 // BlockedError reports a destination address the policy refuses.
@@ -53,13 +57,20 @@ func (p Policy) CheckAddr(a netip.Addr) error {
 // connect, and refuses addresses CheckAddr refuses. address is "ip:port"; anything else
 // is refused too, so the check fails closed.
 func (p Policy) Control(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
+	host, portText, err := net.SplitHostPort(address)
 	if err != nil {
 		return fmt.Errorf("netguard: %s dial address %q: %w", network, address, err)
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
 		return fmt.Errorf("netguard: %s dial address %q is not an IP address", network, address)
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return fmt.Errorf("netguard: %s dial address %q has no valid port", network, address)
+	}
+	if err := p.checkSelf(a, uint16(port)); err != nil {
+		return err
 	}
 	return p.CheckAddr(a)
 }

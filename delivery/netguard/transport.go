@@ -14,6 +14,8 @@ const (
 	MaxIdleConnsPerHost = 256
 	tlsHandshakeTimeout = 10 * time.Second
 	idleConnTimeout     = 90 * time.Second
+	// MaxResponseHeaderBytes caps the response headers an attempt reads.
+	MaxResponseHeaderBytes = 1 << 20
 )
 
 // NewTransport returns an http.Transport that dials only what p allows, checked after
@@ -37,5 +39,8 @@ func NewTransport(p Policy, dialTimeout time.Duration) *http.Transport {
 		IdleConnTimeout:       idleConnTimeout,
 		TLSHandshakeTimeout:   tlsHandshakeTimeout,
 		ExpectContinueTimeout: time.Second,
+		// An endpoint's answer headers are held in memory per attempt (Go's default is
+		// 10 MB); more than this fails the attempt.
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 }

@@ -46,6 +46,9 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 		if err := p.CheckAddr(a); err != nil {
 			return nil, err
 		}
+		if err := p.checkSelf(a, urlPort(u)); err != nil {
+			return nil, err
+		}
 	}
 	return u, nil
 }
@@ -127,4 +130,20 @@ func parseLegacyPart(s string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(s, base, 32)
 	return n, err == nil
+}
+
+// urlPort is the port a URL connects to (its scheme's default if it names none; 0 if the
+// port is not a number, which no dial reaches).
+func urlPort(u *url.URL) uint16 {
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return 0
+		}
+		return uint16(n)
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
 }

@@ -48,6 +48,10 @@ const (
 	HeaderSignature = "Upstash-Signature"
 	HeaderMessageID = "Upstash-Message-Id"
 	HeaderRetried   = "Upstash-Retried"
+	// HeaderHops counts the Duraton deliveries a request descends from: a delivery carries
+	// its message's count + 1, and a publish that arrives with it gives its messages that
+	// count (Duraton's own header; the server refuses requests at its hop limit).
+	HeaderHops = "Duraton-Hops"
 
 	// Workflow delivery headers (server → endpoint, protocol §5).
 	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"

@@ -107,6 +107,12 @@ test("createWebhook + waitForWebhook: calling the webhook URL resumes the run wi
   await waitFor("the webhook URL from createWebhook", () => hookUrl, { describe: () => host.describe("/wf/hook", runId) });
   assert.ok(hookUrl.startsWith(`${process.env.QSTASH_URL.replace(/\/$/, "")}/v2/workflows/hooks/`), hookUrl);
   assert.ok(hookUrl.includes(runId), `the hook URL names the run: ${hookUrl}`);
+  // The server added a secret to the URL's last segment; without it the call is refused.
+  const [eventId, secret] = hookUrl.slice(hookUrl.lastIndexOf("/") + 1).split(".");
+  assert.match(eventId, /^evt_/, hookUrl);
+  assert.ok(Buffer.from(secret ?? "", "base64url").length >= 16, `the hook URL carries a secret of 128 bits or more: ${hookUrl}`);
+  const guessed = await fetch(hookUrl.slice(0, hookUrl.lastIndexOf(".")), { method: "POST", body: "guess" });
+  assert.equal(guessed.status, 404, `the URL without its secret is refused: ${await guessed.text()}`);
 
   const resp = await fetch(`${hookUrl}?q=${k}`, {
     method: "POST",

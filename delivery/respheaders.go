@@ -1,0 +1,58 @@
+package delivery
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/duraton/duraton/sdk/wire"
+)
+
+// Limits of an endpoint's response headers as they are stored (logs, DLQ, callbacks): an
+// endpoint may answer with megabytes of headers, and every stored copy would repeat them.
+const (
+	// MaxStoredResponseHeaders caps the header names kept of one answer.
+	MaxStoredResponseHeaders = 64
+	// MaxStoredResponseHeaderBytes caps their summed size (names and values).
+	MaxStoredResponseHeaderBytes = 16 << 10
+)
+
+// keptResponseHeader is the part of an answer's headers that is stored: no hop-by-hop
+// headers, the protocol's Upstash-* headers first (the SDK detection reads them), then
+// the others by name, each whole or not at all, within the count and byte limits.
+func keptResponseHeader(header http.Header) http.Header {
+	names := make([]string, 0, len(header))
+	for name := range header {
+		if !wire.IsHopByHop(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		pi, pj := isProtocolHeader(names[i]), isProtocolHeader(names[j])
+		if pi != pj {
+			return pi
+		}
+		return names[i] < names[j]
+	})
+	kept := make(http.Header, min(len(names), MaxStoredResponseHeaders))
+	size := 0
+	for _, name := range names {
+		if len(kept) == MaxStoredResponseHeaders {
+			break
+		}
+		n := len(name)
+		for _, v := range header[name] {
+			n += len(v)
+		}
+		if size+n > MaxStoredResponseHeaderBytes {
+			continue // a smaller header further on may still fit
+		}
+		size += n
+		kept[name] = header[name]
+	}
+	return kept
+}
+
+func isProtocolHeader(name string) bool {
+	return len(name) >= 8 && strings.EqualFold(name[:8], "upstash-")
+}

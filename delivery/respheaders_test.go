@@ -1,0 +1,30 @@
+package delivery
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestKeptResponseHeaderLimits(t *testing.T) {
+	h := http.Header{"Connection": {"close"}, "Zz-Upstash": {"x"}}
+	for i := range 200 {
+		h.Set(fmt.Sprintf("X-A-%03d", i), strings.Repeat("v", 100))
+	}
+	h.Set("X-Huge", strings.Repeat("h", 20<<10))
+	h.Set("Upstash-Workflow-Sdk-Version", "1") // sorts after X-A-*, kept first anyway
+	kept := keptResponseHeader(h)
+	require.Len(t, kept, MaxStoredResponseHeaders)
+	require.Equal(t, "1", kept.Get("Upstash-Workflow-Sdk-Version"), "protocol headers come first")
+	require.NotContains(t, kept, "Connection", "hop-by-hop headers are not stored")
+	require.NotContains(t, kept, "X-Huge", "a header over the byte limit is left out whole")
+	n := 0
+	for k, vs := range kept {
+		n += len(k) + len(vs[0])
+	}
+	require.LessOrEqual(t, n, MaxStoredResponseHeaderBytes)
+	require.True(t, answeredBySDK(kept))
+}
