@@ -112,9 +112,12 @@ func msParam(q url.Values, name string) (int64, error) {
 }
 
 // matchMessage applies the filters that concern a message's identity and destination.
-func (f filters) matchMessage(id, rawURL, queue string, labels []string, callerIP string, createdMs int64, fcKey string) bool {
-	if f.topicName != "" || f.scheduleID != "" {
-		return false // URL groups and schedules are not built: nothing belongs to one
+func (f filters) matchMessage(id, rawURL, queue string, labels []string, callerIP string, createdMs int64, fcKey, scheduleID, topicName string) bool {
+	if f.topicName != "" && f.topicName != topicName {
+		return false
+	}
+	if f.scheduleID != "" && f.scheduleID != scheduleID {
+		return false
 	}
 	if f.messageID != "" && f.messageID != id {
 		return false

@@ -29,6 +29,9 @@ type messageView struct {
 	Label           string              `json:"label,omitempty"`
 	Labels          []string            `json:"labels,omitempty"`
 	CallerIP        string              `json:"callerIP,omitempty"`
+	ScheduleID      string              `json:"scheduleId,omitempty"`
+	TopicName       string              `json:"topicName,omitempty"`
+	EndpointName    string              `json:"endpointName,omitempty"`
 	FlowControlKey  string              `json:"flowControlKey,omitempty"`
 	Parallelism     int                 `json:"parallelism,omitempty"`
 	Rate            int                 `json:"rate,omitempty"`
@@ -45,12 +48,13 @@ type waitingView struct {
 
 func toMessageView(m *delivery.Message) messageView {
 	v := messageView{
-		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: m.Header,
+		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: redactHeader(m.Header, m.Redact),
 		MaxRetries: m.Retries, Retried: m.Retried, RetryDelay: m.RetryDelay, Timeout: m.TimeoutMs / 1000,
 		NotBefore: m.NotBefore, CreatedAt: m.CreatedAt, State: m.State, QueueName: m.Queue,
-		Label: strings.Join(m.Labels, ","), Labels: m.Labels, CallerIP: m.CallerIP,
+		Label: strings.Join(m.Labels, ","), Labels: m.Labels, CallerIP: m.CallerIP, ScheduleID: m.ScheduleID,
+		TopicName: m.TopicName, EndpointName: m.EndpointName,
 	}
-	v.Body, v.BodyBase64 = bodyFields(m.Body)
+	v.Body, v.BodyBase64 = bodyFields(redactBody(m.Body, m.Redact))
 	if m.Callback != nil {
 		v.Callback = m.Callback.URL
 	}
@@ -83,6 +87,9 @@ type logView struct {
 	QueueName        string              `json:"queueName,omitempty"`
 	Label            string              `json:"label,omitempty"`
 	Labels           []string            `json:"labels,omitempty"`
+	ScheduleID       string              `json:"scheduleId,omitempty"`
+	TopicName        string              `json:"topicName,omitempty"`
+	EndpointName     string              `json:"endpointName,omitempty"`
 	Error            string              `json:"error,omitempty"`
 	NextDeliveryTime int64               `json:"nextDeliveryTime,omitempty"`
 	ResponseStatus   int                 `json:"responseStatus,omitempty"`
@@ -95,7 +102,8 @@ type logView struct {
 func toLogView(ev *delivery.LogEvent) logView {
 	v := logView{
 		Time: ev.Time, State: ev.State, MessageID: ev.MessageID, URL: ev.URL, QueueName: ev.Queue,
-		Label: strings.Join(ev.Labels, ","), Labels: ev.Labels, Error: ev.Error,
+		Label: strings.Join(ev.Labels, ","), Labels: ev.Labels, ScheduleID: ev.ScheduleID, Error: ev.Error,
+		TopicName: ev.TopicName, EndpointName: ev.EndpointName,
 		NextDeliveryTime: ev.NextDeliveryTime, ResponseStatus: ev.ResponseStatus,
 		ResponseHeader: ev.ResponseHeader, Retried: ev.Retried,
 	}

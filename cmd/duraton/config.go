@@ -30,11 +30,14 @@ type serverFlags struct {
 	CurrentKey     string
 	NextKey        string
 	AllowCIDRs     string
+	MetricsToken   string
+	AdminToken     string
 	MaxBodyBytes   int64
 	MaxInFlight    int
 	ProjectCeiling int
 	DefaultTimeout time.Duration
 	DrainTimeout   time.Duration
+	Retention      retention
 	LogLevel       string
 	LogFormat      string
 }
@@ -83,10 +86,13 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&ceiling, "project-ceiling", e.int64("DURATON_PROJECT_CEILING", 0), "deliveries of one project in flight at once, across all keys; 0 = no ceiling (DURATON_PROJECT_CEILING)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
+	f.Retention.flags(fs, e)
+	fs.StringVar(&f.AdminToken, "admin-token", e("DURATON_ADMIN_TOKEN"), "token for GET /admin/backup (duraton backup); empty = backups off (DURATON_ADMIN_TOKEN)")
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
 		fs.StringVar(&f.NextKey, "next-signing-key", e("DURATON_NEXT_SIGNING_KEY"), "next signing key of project \"default\" at creation (DURATON_NEXT_SIGNING_KEY); generated if empty")
+		fs.StringVar(&f.MetricsToken, "metrics-token", e("DURATON_METRICS_TOKEN"), "bearer token a /metrics scrape must send; empty = /metrics is open (DURATON_METRICS_TOKEN)")
 		fs.StringVar(&f.AllowCIDRs, "allow-cidrs", e("DURATON_ALLOW_CIDRS"), "comma-separated CIDRs that destinations may resolve to despite being private/loopback (DURATON_ALLOW_CIDRS)")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -108,6 +114,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	if f.DefaultTimeout <= 0 {
 		return f, fmt.Errorf("--default-timeout must be positive")
+	}
+	if err := f.Retention.validate(); err != nil {
+		return f, err
 	}
 	if _, err := parseLevel(f.LogLevel); err != nil {
 		return f, err

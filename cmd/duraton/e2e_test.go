@@ -118,12 +118,12 @@ func startDuraton(t testing.TB, dataDir string) *proc {
 
 // startDuratonAddr is startDuraton listening on addr (host:port): a test that restarts the
 // process and needs the same QSTASH_URL afterwards passes a fixed port.
-func startDuratonAddr(t testing.TB, dataDir, addr string) *proc {
+func startDuratonAddr(t testing.TB, dataDir, addr string, extra ...string) *proc {
 	t.Helper()
 	bin, err := duratonBinary()
 	require.NoError(t, err)
 
-	cmd := exec.Command(bin, "dev", "--addr", addr, "--data", dataDir)
+	cmd := exec.Command(bin, append([]string{"dev", "--addr", addr, "--data", dataDir}, extra...)...)
 	cmd.Env = os.Environ()
 	p := &proc{t: t, cmd: cmd, stderr: &lockedBuffer{}, stdout: &lockedBuffer{}, readDone: make(chan struct{})}
 	cmd.Stderr = p.stderr

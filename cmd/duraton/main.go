@@ -30,6 +30,8 @@ Usage:
   duraton project list               list projects
   duraton keys show   --project ID   print a project's signing keys
   duraton keys rotate --project ID   make the next signing key current and generate a new next key
+  duraton backup --to FILE           download a consistent snapshot from a running server (--admin-token)
+  duraton restore --from FILE        put a snapshot in place as the data file of a stopped server
   duraton bench publish [flags]      benchmark durable publish → delivery on this machine
   duraton bench flow [flags]         benchmark flow-control dispatch, memory and wake latency
   duraton bench workflow [flags]     benchmark Go SDK workflow runs (steps/s, latency, overhead)
@@ -53,6 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = runProject(ctx, args[1:], stdout, stderr, getenv)
 	case "keys":
 		err = runKeys(ctx, args[1:], stdout, stderr, getenv)
+	case "backup":
+		err = runBackup(ctx, args[1:], stdout, stderr, getenv)
+	case "restore":
+		err = runRestore(args[1:], stdout, stderr, getenv)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

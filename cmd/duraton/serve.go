@@ -15,7 +15,10 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/delivery/schedule"
+	"github.com/duraton/duraton/delivery/urlgroup"
 	"github.com/duraton/duraton/server"
+	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -33,7 +36,8 @@ func dataFile(dir string) string { return filepath.Join(dir, "duraton.db") }
 
 // runServer runs `dev` or `serve` until ctx ends. Shutdown order: stop accepting HTTP
 // requests (in-progress ones finish, so every acknowledged publish is committed), stop
-// the engine (drain in-flight attempts up to the drain timeout), then close the store.
+// the scheduler (no new ticks), the engine (drain in-flight attempts up to the drain
+// timeout), then close the store.
 func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	f, err := parseServerFlags(m, args, stderr, getenv)
 	if err != nil {
@@ -46,7 +50,8 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	policy := netguard.Policy{Allow: allow}
 
-	store, err := storage.Open(dataFile(f.DataDir), storage.Options{})
+	mtr := metrics.New(dataFile(f.DataDir))
+	store, err := storage.Open(dataFile(f.DataDir), storage.Options{OnCommit: mtr.OnCommit})
 	if err != nil {
 		return err
 	}
@@ -56,20 +61,30 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	engine, err := delivery.New(delivery.Config{
+	engineCfg := delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
 		DefaultTimeout: f.DefaultTimeout,
 		DrainTimeout:   f.DrainTimeout,
 		Destinations:   policy,
+		Observer:       mtr,
 		Logger:         log,
-	}, store)
+	}
+	f.Retention.apply(&engineCfg)
+	engine, err := delivery.New(engineCfg, store)
 	if err != nil {
 		return err
 	}
+	mtr.WatchEngine(engine.Stats)
+	sched := schedule.New(schedule.Config{Logger: log}, store, engine)
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
 		CheckDestination: policy.CheckURL,
+		Metrics:          mtr.Handler(f.MetricsToken),
+		Schedules:        sched,
+		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
+		AdminToken:       f.AdminToken,
+		Backup:           store.Backup,
 		Logger:           log,
 	}, engine)
 	if err != nil {
@@ -81,6 +96,11 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	if err := engine.Start(ctx); err != nil {
 		ln.Close()
+		return err
+	}
+	if err := sched.Start(ctx); err != nil {
+		ln.Close()
+		engine.Stop()
 		return err
 	}
 
@@ -105,6 +125,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if serr := srv.Shutdown(shutCtx); serr != nil {
 		log.Warn("http shutdown", "err", serr)
 	}
+	sched.Stop()
 	engine.Stop()
 	return err
 }
