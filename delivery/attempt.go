@@ -59,7 +59,9 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 	if h := e.cfg.Hooks.Woken; h != nil && !st.WokenAt.IsZero() {
 		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
 	}
-	out := e.send(ctx, m, body, e.now())
+	sent := e.now()
+	out := e.send(ctx, m, body, sent)
+	e.cfg.Observer.Attempt(verdictLabel(out.Verdict), e.now().Sub(sent))
 	if ctx.Err() != nil {
 		// Shutting down: the answer may be incomplete. The due entry stays, so the
 		// message is sent again after restart without spending a retry.

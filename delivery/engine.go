@@ -82,6 +82,8 @@ type Config struct {
 	Transport http.RoundTripper
 	// Hooks observe the engine (benchmarks and tests); nil fields cost nothing.
 	Hooks Hooks
+	// Observer is told what the engine does, for metrics. Default: nothing.
+	Observer Observer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
@@ -203,6 +205,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

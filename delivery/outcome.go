@@ -24,7 +24,8 @@ type outcomePlan struct {
 
 func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan {
 	p := outcomePlan{next: *m, log: storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(),
-		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried}}
+		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried,
+		ScheduleID: m.ScheduleID, TopicName: m.TopicName, EndpointName: m.EndpointName}}
 	if out.Verdict != Delivered {
 		p.log.Error = out.Response.Error
 		p.log.ResponseStatus = out.Response.Status
@@ -158,6 +159,9 @@ func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error)
 	if err == nil && e.cfg.Hooks.Recorded != nil {
 		e.cfg.Hooks.Recorded(m.Project, m.ID, plan.log.State)
 	}
+	if err == nil {
+		e.observeRecorded(plan.log.State, fx)
+	}
 	return fx, err
 }
 
@@ -187,6 +191,7 @@ func (e *Engine) createdLog(m *storage.Message, now time.Time) *storage.LogEvent
 	return &storage.LogEvent{
 		ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), State: storage.StateCreated,
 		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, NextDeliveryTime: m.DueAt / int64(time.Millisecond),
+		ScheduleID: m.ScheduleID, TopicName: m.TopicName, EndpointName: m.EndpointName,
 	}
 }
 
@@ -208,6 +213,7 @@ func (e *Engine) callbackMessage(src *storage.Message, spec *storage.CallbackSpe
 		CreatedAt: now.UnixMilli(), NotBefore: due.UnixMilli(), DueAt: due.UnixNano(),
 		State: storage.StateCreated, Retries: spec.Retries, RetryDelay: spec.RetryDelay,
 		TimeoutMs: spec.TimeoutMs, FlowControl: spec.FlowControl, SourceMessageID: src.ID,
+		Redact: callbackRedaction(src.Redact),
 	}
 }
 
@@ -223,6 +229,7 @@ func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) wire.Call
 		SourceMessageID: m.ID, URL: m.URL, Method: m.Method,
 		SourceHeader: m.Header, SourceBody: base64.StdEncoding.EncodeToString(m.Body),
 		NotBefore: m.NotBefore, CreatedAt: m.CreatedAt, CallerIP: m.CallerIP,
+		ScheduleID: m.ScheduleID, TopicName: m.TopicName, EndpointName: m.EndpointName,
 		Error: out.Response.Error,
 	}
 	if p.SourceHeader == nil {

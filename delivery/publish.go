@@ -51,6 +51,14 @@ var errQueueLock = errors.New("delivery: queue creation needs the queue lock")
 // project does not have creates it with DefaultQueueParallelism. A workflow step for a
 // run that ended fails the whole publication with ErrRunEnded.
 func (e *Engine) PublishAll(ctx context.Context, pubs []Publication) ([]PublishResult, error) {
+	return e.PublishAllWith(ctx, pubs, nil)
+}
+
+// PublishAllWith is PublishAll with also run first in the same transaction: the
+// publication is stored only if also succeeds, and also's writes only with it (the
+// schedule package moves a schedule's next tick this way). also may run more than once
+// and must change nothing outside the transaction; its error is returned as is.
+func (e *Engine) PublishAllWith(ctx context.Context, pubs []Publication, also func(*storage.Tx) error) ([]PublishResult, error) {
 	now := e.now()
 	perRun := map[string]int{}
 	for _, p := range pubs {
@@ -77,15 +85,16 @@ func (e *Engine) PublishAll(ctx context.Context, pubs []Publication) ([]PublishR
 	var res publishResult
 	err := errQueueLock
 	if !unknown {
-		res, err = e.publishTx(ctx, pubs, false, now)
+		res, err = e.publishTx(ctx, pubs, also, false, now)
 	}
 	if errors.Is(err, errQueueLock) {
-		res, err = e.publishLocked(ctx, pubs, now)
+		res, err = e.publishLocked(ctx, pubs, also, now)
 	}
 	if err != nil {
 		return nil, err
 	}
 	e.disp.apply(effects{add: res.due})
+	e.observePublished(pubs, res.results)
 	return res.results, nil
 }
 
@@ -94,7 +103,7 @@ func (e *Engine) PublishAll(ctx context.Context, pubs []Publication) ([]PublishR
 // scheduler is told of each queue the publication may create before the commit (a page
 // of the due index read right after it must find the gate); a queue that was not
 // created after all is withdrawn.
-func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, now time.Time) (publishResult, error) {
+func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, also func(*storage.Tx) error, now time.Time) (publishResult, error) {
 	e.queueMu.Lock()
 	defer e.queueMu.Unlock()
 	var announced []createdQueue
@@ -106,7 +115,7 @@ func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, now time
 			}
 		}
 	})
-	res, err := e.publishTx(ctx, pubs, true, now)
+	res, err := e.publishTx(ctx, pubs, also, true, now)
 	e.disp.locked(func(s *sched.Scheduler) {
 		created := map[createdQueue]bool{}
 		for _, q := range res.queues {
@@ -135,10 +144,15 @@ type createdQueue struct {
 
 // publishTx stores a publication. Without lock (queueMu held by the caller) it fails
 // with errQueueLock when a queue must be created.
-func (e *Engine) publishTx(ctx context.Context, pubs []Publication, lock bool, now time.Time) (publishResult, error) {
+func (e *Engine) publishTx(ctx context.Context, pubs []Publication, also func(*storage.Tx) error, lock bool, now time.Time) (publishResult, error) {
 	expires := now.Add(e.cfg.DedupWindow).UnixMilli()
 	return update(ctx, e.store, func(tx *storage.Tx) (publishResult, error) {
 		res := publishResult{results: make([]PublishResult, len(pubs))}
+		if also != nil {
+			if err := also(tx); err != nil {
+				return res, err
+			}
+		}
 		for i, p := range pubs {
 			m := *p.Message // the caller's message is only read: this run works on a copy
 			res.results[i] = PublishResult{MessageID: m.ID, URL: m.URL}

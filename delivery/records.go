@@ -16,6 +16,7 @@ type (
 	Queue        = storage.Queue
 	Project      = storage.Project
 	Response     = storage.Response
+	Redaction    = storage.Redaction
 )
 
 // Message states and kinds, re-exported from storage.

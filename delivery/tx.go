@@ -18,11 +18,13 @@ var _ Store = (*storage.Store)(nil)
 // (to add) and due entries it removed while they may be waiting in memory (to forget).
 type effects struct {
 	add, forget []storage.DueEntry
+	ended       []string // final states of the runs the transaction ended (metrics)
 }
 
 func (fx *effects) merge(o effects) {
 	fx.add = append(fx.add, o.add...)
 	fx.forget = append(fx.forget, o.forget...)
+	fx.ended = append(fx.ended, o.ended...)
 }
 
 // update runs fn in a group-committed write transaction and returns what fn returned in

@@ -64,7 +64,7 @@ func (w *runs) publishStepTx(tx *storage.Tx, template *Message, body []byte, now
 // waiters unless it succeeded, and resumes an invoking parent. run is a copy the caller
 // read in this transaction.
 func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, now time.Time) (effects, error) {
-	var fx effects
+	fx := effects{ended: []string{state}}
 	run.State, run.EndedAt = state, now.UnixMilli()
 	// A cancelled or failed run's pending work is dropped. A successful run's is not: the
 	// delivery that completed it is still in flight, and its outcome is still recorded.
@@ -183,6 +183,7 @@ func (e *Engine) finishRun(ctx context.Context, project, runID string, end func(
 		return false, err
 	}
 	e.disp.apply(res.fx)
+	e.observeRunsEnded(res.fx)
 	return res.live, nil
 }
 

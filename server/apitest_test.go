@@ -29,7 +29,10 @@ import (
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/delivery/schedule"
+	"github.com/duraton/duraton/delivery/urlgroup"
 	"github.com/duraton/duraton/sdk/wire"
+	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/storagetest"
 )
@@ -59,6 +62,10 @@ type envOptions struct {
 	store func(delivery.Store) delivery.Store
 	// dataFile is where the data file lives; default a new file in t.TempDir().
 	dataFile string
+	// metricsToken protects /metrics with a bearer token.
+	metricsToken string
+	// adminToken enables GET /admin/backup.
+	adminToken string
 }
 
 // apiEnv is one running server with its own store, engine and recording endpoint.
@@ -68,6 +75,7 @@ type apiEnv struct {
 	Engine   *delivery.Engine
 	Server   *Server
 	Endpoint *recorder
+	Metrics  *metrics.Metrics
 	store    *storage.Store
 	client   *http.Client
 }
@@ -82,11 +90,12 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	// endpoint), the store, and last the endpoint.
 	env.Endpoint = newRecorder(t)
 
-	path := opts.dataFile
-	if path == "" {
-		path = filepath.Join(t.TempDir(), "duraton.db")
+	dataFile := opts.dataFile
+	if dataFile == "" {
+		dataFile = filepath.Join(t.TempDir(), "duraton.db")
 	}
-	store, err := storage.Open(path, storage.Options{})
+	env.Metrics = metrics.New(dataFile)
+	store, err := storage.Open(dataFile, storage.Options{OnCommit: env.Metrics.OnCommit})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	env.store = store
@@ -105,20 +114,26 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	engineCfg := delivery.Config{
 		Destinations: policy,
 		DrainTimeout: 5 * time.Second,
+		Observer:     env.Metrics,
 		Logger:       quiet,
 	}
 	if opts.engine != nil {
 		opts.engine(&engineCfg)
 	}
-	// Every write of the engine runs twice: the suite exercises the rule that a
-	// transaction function may be run again by the group committer.
-	var engineStore delivery.Store = storagetest.NewTwice(store)
+	// Every write of the engine (and of the scheduler and URL groups) runs twice: the
+	// suite exercises the rule that a transaction function may be run again by the
+	// group committer.
+	twice := storagetest.NewTwice(store)
+	var engineStore delivery.Store = twice
 	if opts.store != nil {
 		engineStore = opts.store(engineStore)
 	}
 	env.Engine, err = delivery.New(engineCfg, engineStore)
 	require.NoError(t, err)
-	cfg := Config{CheckDestination: policy.CheckURL, Logger: quiet}
+	env.Metrics.WatchEngine(env.Engine.Stats)
+	sched := schedule.New(schedule.Config{Logger: quiet}, twice, env.Engine)
+	cfg := Config{CheckDestination: policy.CheckURL, Metrics: env.Metrics.Handler(opts.metricsToken), Schedules: sched,
+		URLGroups: urlgroup.New(urlgroup.Config{}, twice), AdminToken: opts.adminToken, Backup: store.Backup, Logger: quiet}
 	if opts.config != nil {
 		opts.config(&cfg)
 	}
@@ -127,6 +142,8 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 
 	require.NoError(t, env.Engine.Start(context.Background()))
 	t.Cleanup(env.Engine.Stop)
+	require.NoError(t, sched.Start(context.Background()))
+	t.Cleanup(sched.Stop) // runs before the engine stops
 
 	api := httptest.NewServer(env.Server.Handler())
 	t.Cleanup(api.Close)
@@ -327,6 +344,9 @@ func findRoute(t *testing.T, req *http.Request) (*routers.Route, map[string]stri
 	if rest, ok := strings.CutPrefix(uri, "/v2/enqueue/"); ok {
 		queue, dest, _ := strings.Cut(rest, "/")
 		return lookup("/v2/enqueue/{queue}/{destination}", map[string]string{"queue": queue, "destination": dest})
+	}
+	if dest, ok := strings.CutPrefix(uri, "/v2/schedules/"); ok && req.Method == http.MethodPost {
+		return lookup("/v2/schedules/{id}", map[string]string{"id": dest})
 	}
 	route, params, err := router.FindRoute(req)
 	require.NoError(t, err, "spec has no operation for %s %s", req.Method, uri)

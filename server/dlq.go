@@ -45,7 +45,7 @@ func (h *dlqHandlers) selection(c echo.Context) ([]delivery.DLQEntry, string, er
 		if m.FlowControl != nil {
 			fc = m.FlowControl.Key
 		}
-		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, d.FailedAt, fc)
+		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, d.FailedAt, fc, m.ScheduleID, m.TopicName)
 	}
 	return h.engine.DLQ(c.Request().Context(), projectOf(c), lq.cursor, lq.count, keep)
 }

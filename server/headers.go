@@ -86,6 +86,9 @@ func (p messageParser) parse(h http.Header, destination string) (*delivery.Messa
 			return nil, err
 		}
 	}
+	if m.Redact, err = parseRedact(h.Get(wire.HeaderRedactFields)); err != nil {
+		return nil, err
+	}
 	if v := h.Get(wire.HeaderDeduplicationID); v != "" {
 		if len(v) > maxDedupIDLen {
 			return nil, headerError(wire.HeaderDeduplicationID, "longer than %d bytes", maxDedupIDLen)

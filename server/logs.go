@@ -35,7 +35,7 @@ func (h *logHandlers) list(c echo.Context) error {
 		if !lq.f.state.admits(ev.State) {
 			return false
 		}
-		return lq.f.matchMessage(ev.MessageID, ev.URL, ev.Queue, ev.Labels, "", ev.Time, "")
+		return lq.f.matchMessage(ev.MessageID, ev.URL, ev.Queue, ev.Labels, "", ev.Time, "", ev.ScheduleID, ev.TopicName)
 	}
 	events, next, err := h.engine.Logs(c.Request().Context(), projectOf(c), lq.cursor, lq.count, keep)
 	if err != nil {

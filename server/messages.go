@@ -73,7 +73,7 @@ func (h *messageHandlers) cancelMany(c echo.Context) error {
 		if m.FlowControl != nil {
 			fc = m.FlowControl.Key
 		}
-		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, m.CreatedAt, fc)
+		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, m.CreatedAt, fc, m.ScheduleID, m.TopicName)
 	}
 	n, err := h.engine.Cancel(c.Request().Context(), projectOf(c), lq.ids, keep, maxBulkCancel)
 	if err != nil {

@@ -10,8 +10,13 @@ import (
 )
 
 // specPath turns an echo route path into its OpenAPI form: ":x" → "{x}", and the
-// trailing wildcard of publish and enqueue → "{destination}".
+// trailing wildcard of publish and enqueue → "{destination}". The schedule's create route
+// shares its template with the schedule's id routes: OpenAPI cannot tell two templates
+// of the same shape apart.
 func specPath(echoPath string) string {
+	if echoPath == "/v2/schedules/*" {
+		return "/v2/schedules/{id}"
+	}
 	parts := strings.Split(echoPath, "/")
 	for i, p := range parts {
 		switch {
@@ -32,6 +37,7 @@ func TestSpecPath(t *testing.T) {
 		"/v2/messages/:id":       "/v2/messages/{id}",
 		"/v2/queues/:name/pause": "/v2/queues/{name}/pause",
 		"/healthz":               "/healthz",
+		"/v2/schedules/*":        "/v2/schedules/{id}",
 	} {
 		require.Equal(t, want, specPath(in), in)
 	}

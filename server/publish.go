@@ -25,6 +25,7 @@ type publishHandlers struct {
 	}
 	cfg    Config
 	limits publishLimits
+	groups URLGroups // nil: a destination must be a URL
 }
 
 func (h *publishHandlers) register(g *echo.Group) {
@@ -73,6 +74,17 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 	if err != nil {
 		return err
 	}
+	if h.groups != nil && isGroupDestination(dest) {
+		pubs, err := h.fanOut(c, c.Request().Header, dest, body, queue)
+		if err != nil {
+			return err
+		}
+		res, err := h.engine.PublishAll(c.Request().Context(), pubs)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, toPublishResponses(res))
+	}
 	pub, err := h.message(c, c.Request().Header, dest, body, queue)
 	if err != nil {
 		return err
@@ -99,7 +111,8 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if len(entries) > h.cfg.MaxBatchMessages {
 		return badRequest("batch has %d messages, the limit is %d", len(entries), h.cfg.MaxBatchMessages)
 	}
-	pubs := make([]delivery.Publication, len(entries))
+	pubs := make([]delivery.Publication, 0, len(entries))
+	fanned := make([]int, len(entries)) // publications of entry i; -1: one, answered as an object
 	for i, e := range entries {
 		header := http.Header{}
 		for k, v := range e.Headers {
@@ -118,28 +131,52 @@ func (h *publishHandlers) batch(c echo.Context) error {
 				return prefixError(fmt.Sprintf("batch[%d]", i), err)
 			}
 		}
+		if h.groups != nil && isGroupDestination(e.Destination) {
+			group, err := h.fanOut(c, header, e.Destination, body, queue)
+			if err != nil {
+				return prefixError(fmt.Sprintf("batch[%d]", i), err)
+			}
+			if len(pubs)+len(group) > h.cfg.MaxBatchMessages {
+				return badRequest("batch fans out to more than %d messages", h.cfg.MaxBatchMessages)
+			}
+			pubs, fanned[i] = append(pubs, group...), len(group)
+			continue
+		}
 		pub, err := h.message(c, header, e.Destination, body, queue)
 		if err != nil {
 			return prefixError(fmt.Sprintf("batch[%d]", i), err)
 		}
-		pubs[i] = pub
+		pubs, fanned[i] = append(pubs, pub), -1
 	}
 	res, err := h.engine.PublishAll(c.Request().Context(), pubs)
 	if err != nil {
 		return err
 	}
+	// A URL group's entry answers with an array of its messages, as QStash does.
+	out := make([]any, len(entries))
+	for i, n := range fanned {
+		if n < 0 {
+			out[i], res = toPublishResponse(res[0]), res[1:]
+			continue
+		}
+		out[i], res = toPublishResponses(res[:n]), res[n:]
+	}
+	return c.JSON(http.StatusCreated, out)
+}
+
+func toPublishResponses(res []delivery.PublishResult) []wire.PublishResult {
 	out := make([]wire.PublishResult, len(res))
 	for i, r := range res {
 		out[i] = toPublishResponse(r)
 	}
-	return c.JSON(http.StatusCreated, out)
+	return out
 }
 
 // message parses one message's headers (workflow ones included) and attaches what comes
 // from the request.
 func (h *publishHandlers) message(c echo.Context, header http.Header, dest string, body []byte, queue string) (delivery.Publication, error) {
 	if header.Get(headerCron) != "" {
-		return delivery.Publication{}, headerError(headerCron, "schedules are not supported by this server; nothing was published")
+		return delivery.Publication{}, headerError(headerCron, "create a schedule with POST /v2/schedules/{destination}; publish takes no cron, nothing was published")
 	}
 	p := h.parser()
 	m, err := p.parse(header, dest)

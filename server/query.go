@@ -169,9 +169,9 @@ func msParam(q url.Values, name string) (int64, error) {
 }
 
 // matchMessage applies the filters that concern a message's identity and destination.
-func (f filters) matchMessage(id, rawURL, queue string, labels []string, callerIP string, createdMs int64, fcKey string) bool {
-	if len(f.topicName) > 0 || len(f.scheduleID) > 0 {
-		return false // URL groups and schedules are not built: nothing belongs to one
+func (f filters) matchMessage(id, rawURL, queue string, labels []string, callerIP string, createdMs int64, fcKey, scheduleID, topicName string) bool {
+	if !f.topicName.admits(topicName) || !f.scheduleID.admits(scheduleID) {
+		return false
 	}
 	if !f.messageID.admits(id) || !f.url.admits(rawURL) || !f.urlPrefix.admitsPrefixOf(rawURL) ||
 		!f.queue.admits(queue) || !f.label.admitsAny(labels) || !f.callerIP.admits(callerIP) ||

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -50,6 +51,19 @@ type Config struct {
 	// CheckDestination validates a destination URL at publish time (the dial-time check in
 	// the engine stays the real boundary). Required.
 	CheckDestination func(raw string) (*url.URL, error)
+	// Metrics serves GET /metrics (the Prometheus exposition, with its own optional
+	// bearer token). Default: /metrics answers 404.
+	Metrics http.Handler
+	// Schedules serves /v2/schedules. Default: those routes answer 404.
+	Schedules Schedules
+	// URLGroups serves /v2/topics and the fan-out of a publication to a group name.
+	// Default: those routes answer 404 and a destination must be a URL.
+	URLGroups URLGroups
+	// AdminToken and Backup serve GET /admin/backup (a snapshot of the whole data file)
+	// to a caller with "Authorization: Bearer <AdminToken>". Default: that route answers
+	// 404.
+	AdminToken string
+	Backup     Backup
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives request errors. Default slog.Default().
@@ -145,9 +159,10 @@ const maxHookClients = 10_000
 
 // Server serves the API.
 type Server struct {
-	cfg  Config
-	echo *echo.Echo
-	http *http.Server
+	cfg      Config
+	echo     *echo.Echo
+	http     *http.Server
+	draining atomic.Bool // /readyz answers 503 once set
 }
 
 // New builds the server and registers every route on engine.
@@ -167,7 +182,10 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
 
 	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
-	(&publishHandlers{engine: engine, cfg: cfg, limits: limits}).register(v2)
+	publish := &publishHandlers{engine: engine, cfg: cfg, limits: limits, groups: cfg.URLGroups}
+	publish.register(v2)
+	(&scheduleHandlers{schedules: cfg.Schedules, publish: publish}).register(v2)
+	(&urlGroupHandlers{groups: cfg.URLGroups, publish: publish}).register(v2)
 	(&messageHandlers{engine: engine}).register(v2)
 	(&logHandlers{engine: engine}).register(v2)
 	wfDLQ := &workflowDLQHandlers{engine: engine}
@@ -179,9 +197,10 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)
 	(&keyHandlers{engine: engine}).register(v2)
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-
 	s := &Server{cfg: cfg, echo: e}
+	(&healthHandlers{engine: engine, draining: &s.draining}).register(e)
+	e.GET("/metrics", s.metrics)
+	(&backupHandlers{token: cfg.AdminToken, backup: cfg.Backup, log: log}).register(e)
 	s.http = &http.Server{
 		Handler:           e,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -192,6 +211,15 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return s, nil
+}
+
+// metrics serves the Prometheus exposition when it is configured.
+func (s *Server) metrics(c echo.Context) error {
+	if s.cfg.Metrics == nil {
+		return notFound("metrics are not enabled")
+	}
+	s.cfg.Metrics.ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 // Handler is the server's http.Handler (for tests and embedding).
@@ -215,7 +243,9 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting requests and waits for those in progress until ctx ends.
+// /readyz answers 503 from here on, to requests still arriving on open connections.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
 	return s.http.Shutdown(ctx)
 }
 

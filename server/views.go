@@ -12,12 +12,13 @@ import (
 
 func toMessageView(m *delivery.Message) wire.Message {
 	v := wire.Message{
-		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: m.Header,
+		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: redactHeader(m.Header, m.Redact),
 		MaxRetries: m.Retries, Retried: m.Retried, RetryDelayExpression: m.RetryDelay, Timeout: m.TimeoutMs / 1000,
 		NotBefore: m.NotBefore, CreatedAt: m.CreatedAt, State: m.State, QueueName: m.Queue,
-		Label: strings.Join(m.Labels, ","), Labels: m.Labels, CallerIP: m.CallerIP,
+		Label: strings.Join(m.Labels, ","), Labels: m.Labels, CallerIP: m.CallerIP, ScheduleID: m.ScheduleID,
+		TopicName: m.TopicName, EndpointName: m.EndpointName,
 	}
-	v.Body, v.BodyBase64 = wire.BodyFields(m.Body)
+	v.Body, v.BodyBase64 = wire.BodyFields(redactBody(m.Body, m.Redact))
 	if m.Callback != nil {
 		v.Callback = m.Callback.URL
 	}
@@ -33,7 +34,8 @@ func toMessageView(m *delivery.Message) wire.Message {
 func toLogView(ev *delivery.LogEvent) wire.Log {
 	v := wire.Log{
 		Time: ev.Time, State: ev.State, MessageID: ev.MessageID, URL: ev.URL, QueueName: ev.Queue,
-		Label: strings.Join(ev.Labels, ","), Labels: ev.Labels, Error: ev.Error,
+		Label: strings.Join(ev.Labels, ","), Labels: ev.Labels, ScheduleID: ev.ScheduleID, Error: ev.Error,
+		TopicName: ev.TopicName, EndpointName: ev.EndpointName,
 		NextDeliveryTime: ev.NextDeliveryTime, ResponseStatus: ev.ResponseStatus,
 		ResponseHeader: ev.ResponseHeader, Retried: ev.Retried,
 	}

@@ -27,6 +27,8 @@
 //	               kept events had limits; the sweeper moves them into "rundata"
 //	    "ratelog"  flow-control key 0x00 start (unix ns) → nothing (recent rate starts)
 //	    "flowkeys" flow-control key → FlowKeySettings (pause, pins)
+//	    "schedules" schedule id → Schedule (cron, message template, durable next tick)
+//	    "topics"   URL group name → Topic (its endpoints)
 //
 // Every record of a project lives under that project's bucket, so a lookup can only see
 // its own project's data. The due index is global because the dispatcher serves every

@@ -62,6 +62,15 @@ type Message struct {
 
 	// SourceMessageID links a callback message to the message whose attempt it reports.
 	SourceMessageID string `json:"sourceMessageId,omitempty"`
+	// ScheduleID names the schedule whose tick published the message.
+	ScheduleID string `json:"scheduleId,omitempty"`
+	// TopicName and EndpointName name the URL group (and its endpoint) the message was
+	// fanned out to.
+	TopicName    string `json:"topicName,omitempty"`
+	EndpointName string `json:"endpointName,omitempty"`
+	// Redact says what the API must not show of the message (Upstash-Redact-Fields). The
+	// delivery itself is unchanged.
+	Redact *Redaction `json:"redact,omitempty"`
 
 	// Workflow fields. RunID binds the message to a run; CallType is its history call
 	// type. HistoryLen > 0 means the delivered body is the run's history up to and
@@ -73,6 +82,14 @@ type Message struct {
 	HistoryLen    int    `json:"historyLen,omitempty"`
 	DetectTrigger bool   `json:"detectTrigger,omitempty"`
 	EventID       string `json:"eventId,omitempty"`
+}
+
+// Redaction is Upstash-Redact-Fields: the body, every header, or the named headers
+// (canonical names).
+type Redaction struct {
+	Body       bool     `json:"body,omitempty"`
+	AllHeaders bool     `json:"allHeaders,omitempty"`
+	Headers    []string `json:"headers,omitempty"`
 }
 
 // CallbackSpec is the configuration of a callback or failure-callback message, taken from
@@ -109,6 +126,9 @@ type LogEvent struct {
 	URL              string              `json:"url"`
 	Queue            string              `json:"queueName,omitempty"`
 	Labels           []string            `json:"labels,omitempty"`
+	ScheduleID       string              `json:"scheduleId,omitempty"`
+	TopicName        string              `json:"topicName,omitempty"`
+	EndpointName     string              `json:"endpointName,omitempty"`
 	Error            string              `json:"error,omitempty"`
 	NextDeliveryTime int64               `json:"nextDeliveryTime,omitempty"`
 	ResponseStatus   int                 `json:"responseStatus,omitempty"`

@@ -20,6 +20,9 @@ type Options struct {
 	LockTimeout time.Duration
 	// MaxBatch caps how many Update functions share one commit. Default 1024.
 	MaxBatch int
+	// OnCommit, if set, is told the size and duration of every group commit (metrics).
+	// It runs on the committer's goroutine and must be fast.
+	OnCommit func(ops int, took time.Duration)
 }
 
 func (o Options) withDefaults() Options {
@@ -206,9 +209,13 @@ func (f *failedOp) Error() string { return f.err.Error() }
 func (s *Store) commit(ops []*op) {
 	start := time.Now()
 	defer func() {
+		took, size := time.Since(start), len(ops) // ops that failed were taken out
 		s.stats.commits.Add(1)
-		s.stats.ops.Add(int64(len(ops)))
-		s.stats.commitNanos.Add(int64(time.Since(start)))
+		s.stats.ops.Add(int64(size))
+		s.stats.commitNanos.Add(int64(took))
+		if s.opts.OnCommit != nil {
+			s.opts.OnCommit(size, took)
+		}
 	}()
 	for len(ops) > 0 {
 		err := s.db.Update(func(btx *bolt.Tx) error {

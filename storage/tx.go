@@ -24,7 +24,7 @@ const (
 )
 
 var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
-	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys, bucketEventExpiry}
+	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys, bucketEventExpiry, bucketSchedules, bucketTopics}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.

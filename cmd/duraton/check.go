@@ -14,8 +14,8 @@ var errCheckFailed = errors.New("the data file is damaged")
 
 // openStore opens the data file of dir for a server or an administration command. A
 // damaged file is refused untouched; the error says what to do about it.
-func openStore(dir string) (*storage.Store, error) {
-	s, err := storage.Open(dataFile(dir), storage.Options{})
+func openStore(dir string, opts storage.Options) (*storage.Store, error) {
+	s, err := storage.Open(dataFile(dir), opts)
 	if errors.Is(err, storage.ErrCorrupt) {
 		return nil, fmt.Errorf("%w\nDuraton has not modified the file. Run `duraton check --data %s` for a full report, "+
 			"and restore %s from a backup (keep the damaged copy for analysis)", err, dir, dataFile(dir))

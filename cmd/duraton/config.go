@@ -30,12 +30,16 @@ type serverFlags struct {
 	CurrentKey     string
 	NextKey        string
 	AllowCIDRs     string
+	MetricsToken   string
+	AdminToken     string
 	MaxBodyBytes   int64
 	MaxInFlight    int
 	ProjectCeiling int
+	ProjectShare   int
 	DefaultTimeout time.Duration
 	DrainTimeout   time.Duration
 	HookRate       int64
+	Retention      retention
 	LogLevel       string
 	LogFormat      string
 	// SwitchMode lets dev open a data directory made by serve, or the other way round.
@@ -130,14 +134,19 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&maxInFlight, "max-in-flight", e.int64("DURATON_MAX_IN_FLIGHT", 512), "concurrent delivery attempts (DURATON_MAX_IN_FLIGHT)")
 	var ceiling int64
 	fs.Int64Var(&ceiling, "project-ceiling", e.int64("DURATON_PROJECT_CEILING", 0), "deliveries of one project in flight at once, across all keys; 0 = no ceiling (DURATON_PROJECT_CEILING)")
+	var share int64
+	fs.Int64Var(&share, "project-share", e.int64("DURATON_PROJECT_SHARE", 0), "most deliveries one project may have in flight of --max-in-flight, so a project whose endpoints hang cannot starve the others; 0 = half of --max-in-flight (DURATON_PROJECT_SHARE)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
 	fs.BoolVar(&f.SwitchMode, "switch-mode", false, "open a data directory created by the other mode (dev/serve) and hand it over to this one")
 	fs.Int64Var(&f.HookRate, "hook-rate", e.int64("DURATON_HOOK_RATE", 20), "webhook calls per second one client address (IPv6: /64) may make, bursts of 5x (DURATON_HOOK_RATE)")
+	f.Retention.flags(fs, e)
+	fs.StringVar(&f.AdminToken, "admin-token", e.env("DURATON_ADMIN_TOKEN"), "token for GET /admin/backup (duraton backup); empty = backups off (DURATON_ADMIN_TOKEN)")
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e.env("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
 		fs.StringVar(&f.NextKey, "next-signing-key", e.env("DURATON_NEXT_SIGNING_KEY"), "next signing key of project \"default\" at creation (DURATON_NEXT_SIGNING_KEY); generated if empty")
+		fs.StringVar(&f.MetricsToken, "metrics-token", e.env("DURATON_METRICS_TOKEN"), "bearer token a /metrics scrape must send; empty = /metrics is open (DURATON_METRICS_TOKEN)")
 		fs.StringVar(&f.AllowCIDRs, "allow-cidrs", e.env("DURATON_ALLOW_CIDRS"), "comma-separated CIDRs that destinations may resolve to despite being private/loopback (DURATON_ALLOW_CIDRS)")
 	}
 	// A malformed flag value is refused by fs.Parse, which names the flag on stderr.
@@ -159,7 +168,10 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	if ceiling < 0 || ceiling > 1_000_000 {
 		return f, fmt.Errorf("--project-ceiling (DURATON_PROJECT_CEILING) must be between 0 and 1000000, got %d", ceiling)
 	}
-	f.MaxInFlight, f.ProjectCeiling = int(maxInFlight), int(ceiling)
+	if share < 0 || share > maxInFlight {
+		return f, fmt.Errorf("--project-share (DURATON_PROJECT_SHARE) must be between 0 (half of --max-in-flight) and --max-in-flight (%d), got %d", maxInFlight, share)
+	}
+	f.MaxInFlight, f.ProjectCeiling, f.ProjectShare = int(maxInFlight), int(ceiling), int(share)
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
 	}
@@ -178,10 +190,17 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	if strings.TrimSpace(f.DataDir) == "" {
 		return f, fmt.Errorf("--data (DURATON_DATA) must not be empty")
 	}
-	if f.Token != "" {
-		if err := validateToken("--token", f.Token); err != nil {
-			return f, err
+	for _, tok := range []struct{ flag, value string }{
+		{"--token", f.Token}, {"--metrics-token", f.MetricsToken}, {"--admin-token", f.AdminToken},
+	} {
+		if tok.value != "" {
+			if err := validateToken(tok.flag, tok.value); err != nil {
+				return f, err
+			}
 		}
+	}
+	if err := f.Retention.validate(); err != nil {
+		return f, err
 	}
 	if _, err := parseLevel(f.LogLevel); err != nil {
 		return f, err

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/duraton/duraton/delivery"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,6 +23,7 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 	require.Equal(t, serverFlags{
 		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, MaxInFlight: 512,
 		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text",
+		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},
 	}, f)
 }
 
@@ -55,6 +58,8 @@ func TestParseServerFlagsMalformedEnv(t *testing.T) {
 		{name: "EvenWhenFlagOverrides", variable: "DURATON_MAX_IN_FLIGHT", value: "x", args: []string{"-max-in-flight", "4"}, wantErr: "DURATON_MAX_IN_FLIGHT"},
 		{name: "OutOfRange", variable: "DURATON_MAX_IN_FLIGHT", value: "0", wantErr: "DURATON_MAX_IN_FLIGHT) must be between 1 and 100000, got 0"},
 		{name: "NegativeDrain", variable: "DURATON_DRAIN_TIMEOUT", value: "-1s", wantErr: "DURATON_DRAIN_TIMEOUT) must not be negative"},
+		{name: "ShareNotInt", variable: "DURATON_PROJECT_SHARE", value: "half", wantErr: `DURATON_PROJECT_SHARE: "half" is not an integer`},
+		{name: "ShareOverCap", variable: "DURATON_PROJECT_SHARE", value: "513", wantErr: "DURATON_PROJECT_SHARE) must be between 0"},
 		{name: "LogLevel", variable: "DURATON_LOG_LEVEL", value: "loud", wantErr: "DURATON_LOG_LEVEL"},
 		{name: "LogFormat", variable: "DURATON_LOG_FORMAT", value: "xml", wantErr: "DURATON_LOG_FORMAT"},
 		{name: "CIDR", variable: "DURATON_ALLOW_CIDRS", value: "10.0.0.0/8, nope", wantErr: "DURATON_ALLOW_CIDRS"},
@@ -94,4 +99,47 @@ func TestRunRefusesMalformedEnv(t *testing.T) {
 	require.Equal(t, 1, code, "stdout %s stderr %s", stdout.String(), stderr.String())
 	require.Contains(t, stderr.String(), `DURATON_DEFAULT_TIMEOUT: "thirty seconds" is not a duration`)
 	require.NoFileExists(t, dir+"/duraton.db", "nothing opened")
+}
+
+func TestRetentionFlags(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		f, err := parseServerFlags(modeServe, nil, io.Discard, envOf(nil))
+		require.NoError(t, err)
+		require.Equal(t, retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute}, f.Retention)
+		var c delivery.Config
+		f.Retention.apply(&c)
+		require.Equal(t, 7*24*time.Hour, c.LogRetention)
+		require.Equal(t, 7*24*time.Hour, c.RunRetention)
+		require.Equal(t, 14*24*time.Hour, c.DLQRetention)
+		require.Equal(t, 10*time.Minute, c.DedupWindow)
+		require.Equal(t, time.Minute, c.SweepInterval)
+	})
+
+	t.Run("EnvAndFlags", func(t *testing.T) {
+		t.Parallel()
+		env := envOf(map[string]string{
+			"DURATON_LOG_RETENTION": "48h", "DURATON_RUN_RETENTION": "72h", "DURATON_DLQ_RETENTION": "720h",
+			"DURATON_DEDUP_WINDOW": "1h", "DURATON_SWEEP_INTERVAL": "30s",
+		})
+		f, err := parseServerFlags(modeDev, []string{"--log-retention", "24h"}, io.Discard, env)
+		require.NoError(t, err)
+		require.Equal(t, retention{Logs: 24 * time.Hour, Runs: 72 * time.Hour, DLQ: 720 * time.Hour, Dedup: time.Hour, SweepInterval: 30 * time.Second}, f.Retention, "a flag wins over its variable")
+	})
+
+	t.Run("Invalid", func(t *testing.T) {
+		t.Parallel()
+		for args, want := range map[string]string{
+			"--log-retention=30s":   "--log-retention must be between 1m0s and",
+			"--run-retention=0s":    "--run-retention must be between",
+			"--dlq-retention=-1h":   "--dlq-retention must be between",
+			"--dedup-window=90000h": "--dedup-window must be between",
+			"--sweep-interval=2h":   "--sweep-interval must be between 1s and 1h",
+		} {
+			_, err := parseServerFlags(modeServe, []string{args}, io.Discard, envOf(nil))
+			require.ErrorContains(t, err, want, args)
+		}
+	})
 }

@@ -32,6 +32,8 @@ Usage:
   duraton keys rotate --project ID   make the next signing key current and generate a new next key
   duraton tokens list|create|revoke  list, create (--project ID) and revoke (TOKEN-ID) API tokens
   duraton check   --data DIR         check the data file's consistency (read-only; server stopped)
+  duraton backup --to FILE           download a consistent snapshot from a running server (--admin-token)
+  duraton restore --from FILE        put a snapshot in place as the data file of a stopped server
   duraton bench publish [flags]      benchmark durable publish → delivery on this machine
   duraton bench flow [flags]         benchmark flow-control dispatch, memory and wake latency
   duraton bench workflow [flags]     benchmark Go SDK workflow runs (steps/s, latency, overhead)
@@ -60,6 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = runTokens(args[1:], stdout, stderr, getenv)
 	case "check":
 		err = runCheck(args[1:], stdout, stderr, getenv)
+	case "backup":
+		err = runBackup(ctx, args[1:], stdout, stderr, getenv)
+	case "restore":
+		err = runRestore(args[1:], stdout, stderr, getenv)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

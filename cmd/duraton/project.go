@@ -19,7 +19,7 @@ var projectIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // openForAdmin opens the data file of a stopped server. A running server holds the
 // file's lock; the error then says how to do the same thing over the API.
 func openForAdmin(dir string) (*storage.Store, error) {
-	s, err := openStore(dir)
+	s, err := openStore(dir, storage.Options{})
 	if errors.Is(err, storage.ErrLocked) {
 		return nil, fmt.Errorf("%w: stop the running duraton first (keys can also be rotated live with POST /v2/keys/rotate)", err)
 	}

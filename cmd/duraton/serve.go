@@ -15,7 +15,10 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/delivery/schedule"
+	"github.com/duraton/duraton/delivery/urlgroup"
 	"github.com/duraton/duraton/server"
+	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -33,7 +36,8 @@ func dataFile(dir string) string { return filepath.Join(dir, "duraton.db") }
 
 // runServer runs `dev` or `serve` until ctx ends. Shutdown order: stop accepting HTTP
 // requests (in-progress ones finish, so every acknowledged publish is committed), stop
-// the engine (drain in-flight attempts up to the drain timeout), then close the store.
+// the scheduler (no new ticks), the engine (drain in-flight attempts up to the drain
+// timeout), then close the store.
 func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	f, err := parseServerFlags(m, args, stderr, getenv)
 	if err != nil {
@@ -48,7 +52,8 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	self := &netguard.SelfAddrs{}
 	policy := netguard.Policy{Allow: allow, Self: self}
 
-	store, err := openStore(f.DataDir)
+	mtr := metrics.New(dataFile(f.DataDir))
+	store, err := openStore(f.DataDir, storage.Options{OnCommit: mtr.OnCommit})
 	if err != nil {
 		return err
 	}
@@ -65,22 +70,33 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		// Printed as soon as it is stored: if the start fails below, it is not lost.
 		fmt.Fprintf(stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
 	}
-	engine, err := delivery.New(delivery.Config{
+	engineCfg := delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
+		ProjectShare:   f.ProjectShare,
 		DefaultTimeout: f.DefaultTimeout,
 		DrainTimeout:   f.DrainTimeout,
 		Destinations:   policy,
+		Observer:       mtr,
 		Logger:         log,
-	}, store)
+	}
+	f.Retention.apply(&engineCfg)
+	engine, err := delivery.New(engineCfg, store)
 	if err != nil {
 		return err
 	}
+	mtr.WatchEngine(engine.Stats)
+	sched := schedule.New(schedule.Config{Logger: log}, store, engine)
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
 		HookRate:         float64(f.HookRate),
 		HookBurst:        int(5 * f.HookRate),
 		CheckDestination: policy.CheckURL,
+		Metrics:          mtr.Handler(f.MetricsToken),
+		Schedules:        sched,
+		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
+		AdminToken:       f.AdminToken,
+		Backup:           store.Backup,
 		Logger:           log,
 	}, engine)
 	if err != nil {
@@ -96,6 +112,11 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	if err := engine.Start(ctx); err != nil {
 		ln.Close()
+		return err
+	}
+	if err := sched.Start(ctx); err != nil {
+		ln.Close()
+		engine.Stop()
 		return err
 	}
 
@@ -124,6 +145,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if serr := srv.Shutdown(shutCtx); serr != nil {
 		log.Warn("http shutdown", "err", serr)
 	}
+	sched.Stop()
 	engine.Stop()
 	return err
 }

@@ -22,6 +22,8 @@ const (
 	HeaderQueueName               = "Upstash-Queue-Name"
 	HeaderFeatureSet              = "Upstash-Feature-Set"
 	HeaderRedactFields            = "Upstash-Redact-Fields"
+	HeaderCron                    = "Upstash-Cron"        // schedules only
+	HeaderScheduleID              = "Upstash-Schedule-Id" // schedules; also sent on their deliveries
 	PrefixForward                 = "Upstash-Forward-"
 	PrefixCallback                = "Upstash-Callback-"
 	PrefixFailureCallback         = "Upstash-Failure-Callback-"

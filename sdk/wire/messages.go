@@ -32,6 +32,9 @@ type Message struct {
 	Label                string   `json:"label,omitempty"` // Labels joined with ","
 	Labels               []string `json:"labels,omitempty"`
 	CallerIP             string   `json:"callerIP,omitempty"`
+	ScheduleID           string   `json:"scheduleId,omitempty"`   // set on a schedule's ticks
+	TopicName            string   `json:"topicName,omitempty"`    // the URL group it was published to
+	EndpointName         string   `json:"endpointName,omitempty"` // the group's endpoint
 	FlowControlKey       string   `json:"flowControlKey,omitempty"`
 	Parallelism          int      `json:"parallelism,omitempty"`
 	Rate                 int      `json:"rate,omitempty"`
@@ -79,6 +82,9 @@ type Log struct {
 	QueueName        string   `json:"queueName,omitempty"`
 	Label            string   `json:"label,omitempty"`
 	Labels           []string `json:"labels,omitempty"`
+	ScheduleID       string   `json:"scheduleId,omitempty"`
+	TopicName        string   `json:"topicName,omitempty"`
+	EndpointName     string   `json:"endpointName,omitempty"`
 	Error            string   `json:"error,omitempty"`
 	NextDeliveryTime int64    `json:"nextDeliveryTime,omitempty"`
 	ResponseStatus   int      `json:"responseStatus,omitempty"`

@@ -81,11 +81,13 @@ test("the API rejects a bad or missing token with 401 and a JSON error", { timeo
 test("bad input is refused with 400 and a JSON error naming the problem", { timeout: 30000 }, async (t) => {
   const ep = await startEndpoint(t);
 
-  const notUrl = await api("POST", "/v2/publish/not-a-url", { body: "x" });
-  assert.equal(notUrl.status, 400, `publish to not-a-url: status (body ${notUrl.text})`);
-  errorText(notUrl.text, "publish to not-a-url");
+  // Neither a URL nor a URL group name (a name without "://" is a group, as in QStash).
+  const notUrl = await api("POST", "/v2/publish/not%20a%20url", { body: "x" });
+  assert.equal(notUrl.status, 400, `publish to "not a url": status (body ${notUrl.text})`);
+  assert.match(errorText(notUrl.text, "publish to not a url"), /destination/);
 
-  await rejectsWithStatus(client.publishJSON({ url: "not-a-url", body: {} }), 400, "SDK publishJSON to not-a-url");
+  await rejectsWithStatus(client.publishJSON({ url: "ftp://example.com/x", body: {} }), 400, "SDK publishJSON to an ftp URL");
+  await rejectsWithStatus(client.publishJSON({ url: "not-a-url", body: {} }), 404, "SDK publishJSON to a name that is no URL group");
 
   const banana = await api("POST", `/v2/publish/${ep.url}/delay`, { headers: { "Upstash-Delay": "banana" }, body: "x" });
   assert.equal(banana.status, 400, `Upstash-Delay: banana: status (body ${banana.text})`);

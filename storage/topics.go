@@ -1,0 +1,77 @@
+package storage
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+const bucketTopics = "topics"
+
+// Topic is a URL group: a name that fans a publication out to its endpoints, one message
+// per endpoint. Times are unix milliseconds.
+type Topic struct {
+	Name      string          `json:"name"`
+	CreatedAt int64           `json:"createdAt"`
+	UpdatedAt int64           `json:"updatedAt"`
+	Endpoints []TopicEndpoint `json:"endpoints"`
+}
+
+// TopicEndpoint is one destination of a URL group; Name is optional.
+type TopicEndpoint struct {
+	Name string `json:"name,omitempty"`
+	URL  string `json:"url"`
+}
+
+// PutTopic creates or replaces a URL group.
+func (t *Tx) PutTopic(project string, tp *Topic) error {
+	b, err := t.writeBucket(project, bucketTopics)
+	if err != nil {
+		return err
+	}
+	return put(b, tp.Name, tp)
+}
+
+// Topic reads a URL group.
+func (t *Tx) Topic(project, name string) (*Topic, error) {
+	var tp Topic
+	if err := get(t.bucket(project, bucketTopics), name, &tp); err != nil {
+		return nil, err
+	}
+	return &tp, nil
+}
+
+// DeleteTopic removes a URL group; ErrNotFound when absent.
+func (t *Tx) DeleteTopic(project, name string) error {
+	b := t.bucket(project, bucketTopics)
+	if b == nil || b.Get([]byte(name)) == nil {
+		return ErrNotFound
+	}
+	return b.Delete([]byte(name))
+}
+
+// TopicCount is the number of a project's URL groups.
+func (t *Tx) TopicCount(project string) int {
+	b := t.bucket(project, bucketTopics)
+	if b == nil {
+		return 0
+	}
+	return b.Stats().KeyN
+}
+
+// Topics lists a project's URL groups by name.
+func (t *Tx) Topics(project string) ([]Topic, error) {
+	b := t.bucket(project, bucketTopics)
+	if b == nil {
+		return nil, nil
+	}
+	var out []Topic
+	err := b.ForEach(func(k, v []byte) error {
+		var tp Topic
+		if err := json.Unmarshal(v, &tp); err != nil {
+			return fmt.Errorf("topic %s: %w", k, err)
+		}
+		out = append(out, tp)
+		return nil
+	})
+	return out, err
+}
