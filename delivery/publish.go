@@ -75,13 +75,18 @@ func (e *Engine) PublishAllWith(ctx context.Context, pubs []Publication, also fu
 	// start): creating it goes through publishLocked. A queue deleted after this check
 	// is found in the transaction (errQueueLock).
 	unknown := false
-	e.disp.locked(func(s *sched.Scheduler) {
-		for _, p := range pubs {
-			if q := p.Message.Queue; q != "" && !s.KnowsQueue(p.Message.Project, q) {
-				unknown = true
-			}
+	for _, p := range pubs {
+		if p.Message.Queue != "" {
+			e.disp.locked(func(s *sched.Scheduler) {
+				for _, p := range pubs {
+					if q := p.Message.Queue; q != "" && !s.KnowsQueue(p.Message.Project, q) {
+						unknown = true
+					}
+				}
+			})
+			break
 		}
-	})
+	}
 	var res publishResult
 	err := errQueueLock
 	if !unknown {

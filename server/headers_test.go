@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,17 @@ func FuzzParseHeaders(f *testing.F) {
 			t.Fatalf("accepted a forwarded value with CR/LF/NUL")
 		}
 	})
+}
+
+// isToken is RFC 9110's token, byte for byte the regexp it replaced.
+func TestIsTokenMatchesTheGrammar(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	for c := 0; c < 256; c++ {
+		s := string([]byte{byte(c)})
+		require.Equal(t, re.MatchString(s), isToken(s), "byte %#x", c)
+	}
+	for _, s := range []string{"", "X-Custom", "Content-Type", "a b", "x:y", "ok~!"} {
+		require.Equal(t, re.MatchString(s), isToken(s), "%q", s)
+	}
 }

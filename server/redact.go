@@ -35,7 +35,7 @@ func parseRedact(v string) (*delivery.Redaction, error) {
 			r.AllHeaders = true
 		case len(item) > len("header[]") && strings.EqualFold(item[:len("header[")], "header[") && strings.HasSuffix(item, "]"):
 			name := item[len("header[") : len(item)-1]
-			if !tokenPattern.MatchString(name) {
+			if !isToken(name) {
 				return nil, headerError(wire.HeaderRedactFields, "%q is not a header name", name)
 			}
 			if c := http.CanonicalHeaderKey(name); !slices.Contains(r.Headers, c) {

@@ -28,7 +28,7 @@ func validEventID(id string) error {
 // CR, LF or NUL. A bad one would otherwise be stored and fail every attempt.
 func checkHeaderMap(where string, h http.Header) error {
 	for name, values := range h {
-		if !tokenPattern.MatchString(name) {
+		if !isToken(name) {
 			return badRequest("%s: invalid header name %q", where, name)
 		}
 		for _, v := range values {
