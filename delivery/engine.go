@@ -51,6 +51,11 @@ type Config struct {
 	SweepInterval time.Duration
 	// MaxQueues caps the queues of one project. Default 1,000.
 	MaxQueues int
+	// MaxFlowKeys caps the flow-control keys one project may have active at once
+	// (deliveries waiting or in flight, a rate window that still counts, an operator's
+	// pause or pin). A publication that would add a key beyond it is refused
+	// (ErrFlowKeyLimit); steps of a run already started are not. Default 100,000.
+	MaxFlowKeys int
 	// MaxRunSteps caps a workflow run's history entries. Default 5,000.
 	MaxRunSteps int
 	// MaxRunHistoryBytes caps the summed body size of a run's history. Default 32 MiB.
@@ -123,6 +128,7 @@ func (c Config) Validate() error {
 		{"RunRetention", c.RunRetention < 0},
 		{"SweepInterval", c.SweepInterval < 0},
 		{"MaxQueues", c.MaxQueues < 0},
+		{"MaxFlowKeys", c.MaxFlowKeys < 0},
 		{"MaxRunSteps", c.MaxRunSteps < 0},
 		{"MaxRunHistoryBytes", c.MaxRunHistoryBytes < 0},
 		{"MaxParallelSteps", c.MaxParallelSteps < 0},
@@ -175,6 +181,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueues <= 0 {
 		c.MaxQueues = 1000
+	}
+	if c.MaxFlowKeys <= 0 {
+		c.MaxFlowKeys = 100_000
 	}
 	if c.MaxRunSteps <= 0 {
 		c.MaxRunSteps = 5000

@@ -151,7 +151,17 @@ func (e *Engine) changeFlowKey(ctx context.Context, project, key string, change 
 	e.flowMu.Lock()
 	defer e.flowMu.Unlock()
 	var settings sched.KeySettings
-	e.disp.locked(func(s *sched.Scheduler) { settings = s.KeySettings(project, key, change) })
+	var err error
+	e.disp.locked(func(s *sched.Scheduler) {
+		if !s.HoldsKey(project, key) && s.KeyCount(project) >= e.cfg.MaxFlowKeys {
+			err = fmt.Errorf("%w: the project has %d active flow-control keys, the limit is %d", ErrFlowKeyLimit, s.KeyCount(project), e.cfg.MaxFlowKeys)
+			return
+		}
+		settings = s.KeySettings(project, key, change)
+	})
+	if err != nil {
+		return err
+	}
 	if _, err := update(ctx, e.store, func(tx *storage.Tx) (struct{}, error) {
 		return struct{}{}, tx.PutFlowKey(project, key, storage.FlowKeySettings{Paused: settings.Paused, Pins: settings.Pins})
 	}); err != nil {

@@ -16,6 +16,47 @@ var ErrQueueNotFound = fmt.Errorf("queue %w", storage.ErrNotFound)
 // ErrQueueLimit is returned when creating a queue would exceed Config.MaxQueues.
 var ErrQueueLimit = errors.New("queue limit reached")
 
+// ErrFlowKeyLimit is returned when a publication or an operator's change would make a
+// project hold more than Config.MaxFlowKeys flow-control keys.
+var ErrFlowKeyLimit = errors.New("flow-control key limit reached")
+
+// checkNewFlowKeys refuses a publication that would add flow-control keys to a project
+// beyond MaxFlowKeys. Steps of runs already started are not checked: refusing them would
+// break a run that was accepted.
+func (e *Engine) checkNewFlowKeys(pubs []Publication) error {
+	type pk struct{ project, key string }
+	var fresh map[pk]bool
+	for _, p := range pubs {
+		m := p.Message
+		if m.FlowControl == nil || (m.RunID != "" && p.Init == nil) {
+			continue
+		}
+		if fresh == nil {
+			fresh = map[pk]bool{}
+		}
+		fresh[pk{m.Project, m.FlowControl.Key}] = true
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	var err error
+	e.disp.locked(func(s *sched.Scheduler) {
+		added := map[string]int{}
+		for k := range fresh {
+			if !s.HoldsKey(k.project, k.key) {
+				added[k.project]++
+			}
+		}
+		for project, n := range added {
+			if have := s.KeyCount(project); have+n > e.cfg.MaxFlowKeys {
+				err = fmt.Errorf("%w: the project has %d active flow-control keys, the limit is %d", ErrFlowKeyLimit, have, e.cfg.MaxFlowKeys)
+				return
+			}
+		}
+	})
+	return err
+}
+
 // DefaultQueueParallelism is the parallelism of a queue created by enqueueing to it, as
 // in QStash.
 const DefaultQueueParallelism = 1
@@ -67,6 +108,9 @@ func (e *Engine) PublishAllWith(ctx context.Context, pubs []Publication, also fu
 				return nil, fmt.Errorf("%w: more than %d messages for run %q in one request (parallel group too large)", ErrRunLimit, e.cfg.MaxParallelSteps, id)
 			}
 		}
+	}
+	if err := e.checkNewFlowKeys(pubs); err != nil {
+		return nil, err
 	}
 	for _, p := range pubs {
 		prepare(p.Message, e.ids.New(storage.PrefixMessage, now), now)

@@ -65,7 +65,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status, msg = http.StatusNotFound, err.Error()
 		case errors.Is(err, delivery.ErrBadStep):
 			status, msg = http.StatusBadRequest, err.Error()
-		case errors.Is(err, delivery.ErrRunLimit), errors.Is(err, delivery.ErrQueueLimit):
+		case errors.Is(err, delivery.ErrRunLimit), errors.Is(err, delivery.ErrQueueLimit), errors.Is(err, delivery.ErrFlowKeyLimit):
 			status, msg = http.StatusPreconditionFailed, err.Error()
 		case errors.Is(err, delivery.ErrNotFound):
 			status, msg = http.StatusNotFound, "not found"

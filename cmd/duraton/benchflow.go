@@ -145,7 +145,8 @@ func flowScenario(ctx context.Context, keys, n, parallelism, timed int, serviceT
 	ep := newBenchEndpoint(timed)
 	ep.serviceTime = serviceTime
 	engine, err := delivery.New(delivery.Config{
-		Transport: ep, Logger: discardLogger(), MaxInFlight: 1024,
+		// One project: its share of the engine is all of it, and it may hold every key.
+		Transport: ep, Logger: discardLogger(), MaxInFlight: 1024, ProjectShare: 1024, MaxFlowKeys: keys + 16,
 		Hooks: delivery.Hooks{Woken: ep.woken},
 	}, store)
 	if err != nil {

@@ -36,6 +36,7 @@ type serverFlags struct {
 	MaxInFlight    int
 	ProjectCeiling int
 	ProjectShare   int
+	MaxFlowKeys    int
 	DefaultTimeout time.Duration
 	DrainTimeout   time.Duration
 	HookRate       int64
@@ -136,6 +137,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&ceiling, "project-ceiling", e.int64("DURATON_PROJECT_CEILING", 0), "deliveries of one project in flight at once, across all keys; 0 = no ceiling (DURATON_PROJECT_CEILING)")
 	var share int64
 	fs.Int64Var(&share, "project-share", e.int64("DURATON_PROJECT_SHARE", 0), "most deliveries one project may have in flight of --max-in-flight, so a project whose endpoints hang cannot starve the others; 0 = half of --max-in-flight (DURATON_PROJECT_SHARE)")
+	var maxKeys int64
+	fs.Int64Var(&maxKeys, "max-flow-keys", e.int64("DURATON_MAX_FLOW_KEYS", 100_000), "flow-control keys one project may have active at once (DURATON_MAX_FLOW_KEYS)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
 	fs.BoolVar(&f.SwitchMode, "switch-mode", false, "open a data directory created by the other mode (dev/serve) and hand it over to this one")
@@ -171,7 +174,10 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	if share < 0 || share > maxInFlight {
 		return f, fmt.Errorf("--project-share (DURATON_PROJECT_SHARE) must be between 0 (half of --max-in-flight) and --max-in-flight (%d), got %d", maxInFlight, share)
 	}
-	f.MaxInFlight, f.ProjectCeiling, f.ProjectShare = int(maxInFlight), int(ceiling), int(share)
+	if maxKeys < 1 || maxKeys > 10_000_000 {
+		return f, fmt.Errorf("--max-flow-keys (DURATON_MAX_FLOW_KEYS) must be between 1 and 10000000, got %d", maxKeys)
+	}
+	f.MaxInFlight, f.ProjectCeiling, f.ProjectShare, f.MaxFlowKeys = int(maxInFlight), int(ceiling), int(share), int(maxKeys)
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
 	}

@@ -22,7 +22,7 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, serverFlags{
 		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, MaxInFlight: 512,
-		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text",
+		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text", MaxFlowKeys: 100_000,
 		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},
 	}, f)
 }

@@ -74,6 +74,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
 		ProjectShare:   f.ProjectShare,
+		MaxFlowKeys:    f.MaxFlowKeys,
 		DefaultTimeout: f.DefaultTimeout,
 		DrainTimeout:   f.DrainTimeout,
 		Destinations:   policy,

@@ -73,6 +73,7 @@ type flowState struct {
 	queues   map[flowID]*flowQueue
 	ceilings map[string]*flowctl.Ceiling
 	inFlight map[string]int // per project, every delivery (for globalParallelism)
+	keys     map[string]int // per project, the flow-control keys held (waitlists with a key)
 	rings    map[string][]*flowQueue
 	timers   timerHeap
 }
@@ -80,7 +81,7 @@ type flowState struct {
 func newFlowState() flowState {
 	return flowState{
 		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
-		inFlight: map[string]int{}, rings: map[string][]*flowQueue{},
+		inFlight: map[string]int{}, keys: map[string]int{}, rings: map[string][]*flowQueue{},
 	}
 }
 
@@ -119,6 +120,9 @@ func (s *Scheduler) queue(id flowID) *flowQueue {
 	if q == nil {
 		q = &flowQueue{id: id, key: flowctl.NewKey(id.key), waiting: btree.NewG(16, lessWait)}
 		s.flow.queues[id] = q
+		if id.key != "" {
+			s.flow.keys[id.project]++
+		}
 	}
 	return q
 }
@@ -286,6 +290,11 @@ func (s *Scheduler) evictIfIdle(q *flowQueue, now time.Time) {
 	}
 	if q.waiting.Len() == 0 && q.ring == "" && q.timerAt == 0 && q.key.Idle(now) {
 		delete(s.flow.queues, q.id)
+		if q.id.key != "" {
+			if s.flow.keys[q.id.project]--; s.flow.keys[q.id.project] <= 0 {
+				delete(s.flow.keys, q.id.project)
+			}
+		}
 	}
 }
 

@@ -122,3 +122,13 @@ func (s *Scheduler) KeySettings(project, key string, change func(*flowctl.Key)) 
 	change(probe)
 	return KeySettings{Paused: probe.Paused, Pins: probe.Pins}
 }
+
+// HoldsKey reports whether the scheduler holds state for a project's flow-control key
+// (deliveries waiting or in flight, a rate window, an operator's setting).
+func (s *Scheduler) HoldsKey(project, key string) bool {
+	_, ok := s.flow.queues[flowID{project, key}]
+	return ok
+}
+
+// KeyCount is the number of flow-control keys the scheduler holds for a project.
+func (s *Scheduler) KeyCount(project string) int { return s.flow.keys[project] }
