@@ -1,24 +1,37 @@
 // Package delivery is Duraton's engine: it accepts messages (Publish), keeps the due ones
-// moving (the dispatcher), admits them through flow control (per-key waitlists, rate
-// windows, parallelism slots, the project ceiling), signs and sends each attempt,
-// classifies the answer, and records the outcome together with whatever follows it
-// (retry, callback, failure callback, dead letter) in one storage transaction. Workflow
-// runs live here too: run creation and history (workflow*.go), waits and notifies
-// (waiters.go), run ends and parent resumption (workflow_end.go).
+// moving, signs and sends each attempt, classifies the answer, and records the outcome
+// together with whatever follows it (retry, callback, failure callback, dead letter) in
+// one storage transaction. It is made of separate units:
+//
+//   - messages: publish.go (intake), attempt.go and send.go (one attempt: read, make the
+//     rate start durable, sign, send, classify), outcome.go (record an outcome),
+//     manage.go (cancel, DLQ, queues, retention sweep);
+//   - the dispatcher (dispatch.go): a thin loop around the pure scheduler of package
+//     sched (ready list, paging, queue gates, flow-control waitlists, rings, timers),
+//     which reads storage outside its lock and launches the starts the scheduler makes;
+//   - workflow runs (runs.go, workflow*.go, waiters.go, webhooks.go): run creation and
+//     history, steps, waits and notifies, ends and parent resumption. The message engine
+//     reaches them only through the runHooks interface, inside its own transactions.
+//
+// Writes go through update (tx.go): a transaction function may run more than once under
+// group commit, so it returns what it made (and the effects for the scheduler: due
+// entries to add, entries to forget) and changes nothing outside the transaction. A test
+// enforces that nothing else in the package calls Store.Update.
 //
 // It imports storage (records and transactions), flowctl (configuration types), sdk/wire
-// (header names and signing) and its own sub-packages retrydelay (the Upstash-Retry-Delay
-// evaluator) and netguard (the SSRF-safe dialer). It never imports server.
+// (the protocol) and its sub-packages sched, retrydelay and netguard. It never imports
+// server.
 //
 // Delivery is at least once. The due index in storage is the durable outbox: an entry is
 // removed only by the transaction that records its attempt's outcome, so a crash at any
 // point leaves it in place and it is sent again after restart, without spending a retry
 // (the attempt counter moves only when an outcome is recorded). Recorded outcomes are
 // compare-and-set on the message's due time, so a late answer from an abandoned attempt
-// cannot overwrite newer state.
+// cannot overwrite newer state. Nothing is dropped on a storage error: an outcome that
+// cannot be recorded is tried again, then the delivery is sent again later.
 //
-// Lifecycle: New, then Start(ctx) loads the due index and starts the dispatcher; Stop
-// stops dispatching, waits for in-flight attempts up to Config.DrainTimeout, cancels the
-// rest (they are redelivered on the next start) and returns. The caller closes the store
-// after Stop.
+// Lifecycle: New, then Start(ctx) loads the scheduler's state and starts the dispatcher;
+// Stop stops dispatching, waits for in-flight attempts up to Config.DrainTimeout, cancels
+// the rest (they are redelivered on the next start) and returns. The caller closes the
+// store after Stop.
 package delivery
