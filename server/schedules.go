@@ -194,15 +194,8 @@ func toScheduleView(sc *schedule.Schedule) scheduleView {
 		Labels: m.Labels, LastScheduleTime: sc.LastAt, NextScheduleTime: sc.NextAt,
 	}
 	v.Body, v.BodyBase64 = wire.BodyFields(redactBody(m.Body, m.Redact))
-	if m.Callback != nil {
-		v.Callback = m.Callback.URL
-	}
-	if m.FailureCallback != nil {
-		v.FailureCallback = m.FailureCallback.URL
-	}
-	if fc := m.FlowControl; fc != nil {
-		v.FlowControlKey, v.Parallelism, v.Rate, v.Period = fc.Key, fc.Parallelism, fc.Rate, int64(fc.Period.Seconds())
-	}
+	v.Callback, v.FailureCallback = callbackURLs(m)
+	v.FlowControlKey, v.Parallelism, v.Rate, v.Period = flowFields(m)
 	if len(m.Labels) > 0 {
 		v.Label = m.Labels[0]
 	}

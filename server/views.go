@@ -19,16 +19,30 @@ func toMessageView(m *delivery.Message) wire.Message {
 		TopicName: m.TopicName, EndpointName: m.EndpointName,
 	}
 	v.Body, v.BodyBase64 = wire.BodyFields(redactBody(m.Body, m.Redact))
+	v.Callback, v.FailureCallback = callbackURLs(m)
+	v.FlowControlKey, v.Parallelism, v.Rate, v.Period = flowFields(m)
+	return v
+}
+
+// callbackURLs are a message's callback and failure-callback URLs ("" when none), as
+// messages and schedules show them.
+func callbackURLs(m *delivery.Message) (callback, failure string) {
 	if m.Callback != nil {
-		v.Callback = m.Callback.URL
+		callback = m.Callback.URL
 	}
 	if m.FailureCallback != nil {
-		v.FailureCallback = m.FailureCallback.URL
+		failure = m.FailureCallback.URL
 	}
+	return callback, failure
+}
+
+// flowFields are a message's flow-control key and limits (period in seconds), as messages
+// and schedules show them.
+func flowFields(m *delivery.Message) (key string, parallelism, rate int, period int64) {
 	if fc := m.FlowControl; fc != nil {
-		v.FlowControlKey, v.Parallelism, v.Rate, v.Period = fc.Key, fc.Parallelism, fc.Rate, int64(fc.Period.Seconds())
+		return fc.Key, fc.Parallelism, fc.Rate, int64(fc.Period.Seconds())
 	}
-	return v
+	return "", 0, 0, 0
 }
 
 func toLogView(ev *delivery.LogEvent) wire.Log {
