@@ -67,8 +67,8 @@ func (e *Engine) Cancel(ctx context.Context, project string, ids []string, keep 
 			if err := tx.DeleteMessage(project, m.ID); err != nil {
 				return res, err
 			}
-			ev := &storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), State: storage.StateCancelled,
-				MessageID: cur.ID, URL: cur.URL, Queue: cur.Queue, Labels: cur.Labels, Retried: cur.Retried}
+			ev := stampLog(e.ids, now, storage.LogEvent{State: storage.StateCancelled,
+				MessageID: cur.ID, URL: cur.URL, Queue: cur.Queue, Labels: cur.Labels, Retried: cur.Retried})
 			if err := tx.AppendLog(project, ev); err != nil {
 				return res, err
 			}

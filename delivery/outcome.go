@@ -23,9 +23,9 @@ type outcomePlan struct {
 }
 
 func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan {
-	p := outcomePlan{next: *m, log: storage.LogEvent{ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(),
+	p := outcomePlan{next: *m, log: *stampLog(e.ids, now, storage.LogEvent{
 		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, Retried: m.Retried,
-		ScheduleID: m.ScheduleID, TopicName: m.TopicName, EndpointName: m.EndpointName}}
+		ScheduleID: m.ScheduleID, TopicName: m.TopicName, EndpointName: m.EndpointName})}
 	if out.Verdict != Delivered {
 		p.log.Error = out.Response.Error
 		p.log.ResponseStatus = out.Response.Status
@@ -188,11 +188,19 @@ func putNew(tx *storage.Tx, m *storage.Message, created *storage.LogEvent) error
 }
 
 func (e *Engine) createdLog(m *storage.Message, now time.Time) *storage.LogEvent {
-	return &storage.LogEvent{
-		ID: e.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), State: storage.StateCreated,
+	return stampLog(e.ids, now, storage.LogEvent{
+		State:     storage.StateCreated,
 		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, NextDeliveryTime: m.DueAt / int64(time.Millisecond),
 		ScheduleID: m.ScheduleID, TopicName: m.TopicName, EndpointName: m.EndpointName,
-	}
+	})
+}
+
+// stampLog gives a log event its id and time: the time the id carries, so that logs,
+// keyed by id and listed newest first, are also in time order.
+func stampLog(ids *storage.IDGen, now time.Time, ev storage.LogEvent) *storage.LogEvent {
+	id, at := ids.NewAt(storage.PrefixLog, now)
+	ev.ID, ev.Time = id, at.UnixMilli()
+	return &ev
 }
 
 // callbackMessage builds the message that reports an attempt of src to a callback URL.

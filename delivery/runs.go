@@ -48,8 +48,8 @@ var _ runHooks = (*runs)(nil)
 
 // newLog is the CREATED log event of a message made inside a transaction.
 func (w *runs) newLog(m *Message, now time.Time) *storage.LogEvent {
-	return &storage.LogEvent{ID: w.ids.New(storage.PrefixLog, now), Time: now.UnixMilli(), State: storage.StateCreated,
-		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, NextDeliveryTime: m.DueAt / int64(time.Millisecond)}
+	return stampLog(w.ids, now, storage.LogEvent{State: storage.StateCreated,
+		MessageID: m.ID, URL: m.URL, Queue: m.Queue, Labels: m.Labels, NextDeliveryTime: m.DueAt / int64(time.Millisecond)})
 }
 
 // attach implements runHooks.

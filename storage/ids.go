@@ -18,6 +18,14 @@ type IDGen struct {
 
 // New returns a new id with the given prefix (e.g. "msg_") made at now.
 func (g *IDGen) New(prefix string, now time.Time) string {
+	id, _ := g.NewAt(prefix, now)
+	return id
+}
+
+// NewAt is New that also returns the time the id carries: now, or a little later when
+// another id took that instant. A record keyed by the id and stamped with this time
+// orders the same by key and by time (logs listed newest first rely on it).
+func (g *IDGen) NewAt(prefix string, now time.Time) (string, time.Time) {
 	g.mu.Lock()
 	n := now.UnixNano()
 	if n <= g.last {
@@ -28,7 +36,7 @@ func (g *IDGen) New(prefix string, now time.Time) string {
 	var b [12]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(n))
 	_, _ = rand.Read(b[8:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return prefix + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:]), time.Unix(0, n)
 }
 
 // IDAt is the smallest id with the given prefix that a generator could make at t: every id
