@@ -64,6 +64,9 @@ type Config struct {
 	// 404.
 	AdminToken string
 	Backup     Backup
+	// Console serves the browser console under /console (package server/console).
+	// Default: those paths answer 404.
+	Console http.Handler
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives request errors. Default slog.Default().
@@ -201,6 +204,8 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&healthHandlers{engine: engine, draining: &s.draining}).register(e)
 	e.GET("/metrics", s.metrics)
 	(&backupHandlers{token: cfg.AdminToken, backup: cfg.Backup, log: log}).register(e)
+	e.Any("/console", s.console)
+	e.Any("/console/*", s.console)
 	s.http = &http.Server{
 		Handler:           e,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -219,6 +224,15 @@ func (s *Server) metrics(c echo.Context) error {
 		return notFound("metrics are not enabled")
 	}
 	s.cfg.Metrics.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// console hands /console to the console, which does its own sessions and CSRF checks.
+func (s *Server) console(c echo.Context) error {
+	if s.cfg.Console == nil {
+		return notFound("the console is not enabled")
+	}
+	s.cfg.Console.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 

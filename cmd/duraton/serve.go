@@ -18,6 +18,7 @@ import (
 	"github.com/duraton/duraton/delivery/schedule"
 	"github.com/duraton/duraton/delivery/urlgroup"
 	"github.com/duraton/duraton/server"
+	"github.com/duraton/duraton/server/console"
 	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/storage"
 )
@@ -88,6 +89,15 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	mtr.WatchEngine(engine.Stats)
 	sched := schedule.New(schedule.Config{Logger: log}, store, engine)
+	cons, err := console.New(console.Config{
+		Dev: m == modeDev, DevProject: project.ID, Logger: log,
+		ProjectForToken: func(ctx context.Context, token string) (string, error) {
+			return engine.ProjectForToken(ctx, server.TokenHash(token))
+		},
+	}, engine)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
 		HookRate:         float64(f.HookRate),
@@ -98,6 +108,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
 		AdminToken:       f.AdminToken,
 		Backup:           store.Backup,
+		Console:          cons,
 		Logger:           log,
 	}, engine)
 	if err != nil {

@@ -1,0 +1,209 @@
+// Package console serves Duraton's browser console at /console: server-rendered pages
+// (html/template) over the engine's reads, with htmx (vendored, embedded) polling small
+// partials so a page refreshes itself without losing its filters or scroll.
+//
+// Security: in dev mode the console is open, but only to loopback clients; in serve mode
+// a visitor logs in with the project's API token and gets a session (HttpOnly,
+// SameSite=Strict cookie, server-side table with expiry). Every state change is a POST
+// with the session's CSRF token; the Content-Security-Policy allows only the console's own
+// script and style files. A session belongs to one project and sees only that project.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/duraton/duraton/delivery"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures the console. Zero fields take the documented defaults.
+type Config struct {
+	// Dev opens the console without login to loopback clients, on project DevProject.
+	// Otherwise (serve mode) a visitor logs in with an API token.
+	Dev        bool
+	DevProject string
+	// ProjectForToken resolves a login token to its project (an error: no such token).
+	// Required unless Dev.
+	ProjectForToken func(ctx context.Context, token string) (string, error)
+	// SessionTTL is how long a session lasts after login. Default 12h.
+	SessionTTL time.Duration
+	// MaxSessions bounds the session table; when full, expired sessions are dropped, then
+	// the oldest. Default 1,000.
+	MaxSessions int
+	// LoginFailures is how many failed logins one client address may make per minute.
+	// Default 10.
+	LoginFailures int
+	// Refresh is how often live parts of a page poll. Default 3s.
+	Refresh time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.SessionTTL == 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = 1000
+	}
+	if c.LoginFailures == 0 {
+		c.LoginFailures = 10
+	}
+	if c.Refresh == 0 {
+		c.Refresh = 3 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Dev && c.DevProject == "" {
+		errs = append(errs, errors.New("console: Config.DevProject is required in dev mode"))
+	}
+	if !c.Dev && c.ProjectForToken == nil {
+		errs = append(errs, errors.New("console: Config.ProjectForToken is required outside dev mode"))
+	}
+	if c.SessionTTL < 0 || c.MaxSessions < 0 || c.LoginFailures < 0 || c.Refresh < 0 {
+		errs = append(errs, fmt.Errorf("console: Config.SessionTTL, MaxSessions, LoginFailures and Refresh must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Console is the /console handler.
+type Console struct {
+	cfg      Config
+	engine   *delivery.Engine
+	sessions *sessions
+	logins   *loginLimiter
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	log      *slog.Logger
+}
+
+// New builds the console over engine.
+func New(cfg Config, engine *delivery.Engine) (*Console, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: cfg, engine: engine, pages: pages, log: cfg.Logger.With("component", "console"),
+		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL, cfg.Now),
+		logins:   newLoginLimiter(cfg.LoginFailures, time.Minute, 10_000, cfg.Now),
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", cacheStatic(http.FileServerFS(static))))
+	mux.HandleFunc("GET /console/login", c.loginPage)
+	mux.HandleFunc("POST /console/login", c.login)
+	mux.HandleFunc("POST /console/logout", c.withSession(c.logout))
+	mux.HandleFunc("GET /console/{$}", c.withSession(c.overview))
+	mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
+	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))
+	mux.HandleFunc("POST /console/runs/{id}/cancel", c.withSession(c.cancelRun))
+	mux.HandleFunc("GET /console/keys", c.withSession(c.keys))
+	mux.HandleFunc("POST /console/keys/action", c.withSession(c.keyAction))
+	mux.HandleFunc("GET /console/messages", c.withSession(c.messages))
+	mux.HandleFunc("GET /console/dlq", c.withSession(c.dlq))
+	mux.HandleFunc("GET /console/dlq/{id}", c.withSession(c.dlqEntry))
+	mux.HandleFunc("POST /console/dlq/action", c.withSession(c.dlqAction))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "no such console page")
+	})
+	c.mux = mux
+	return c, nil
+}
+
+// csp allows the console's own files only: no inline script, no inline style, no
+// framing, forms posting only to the console.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	if c.cfg.Dev && !loopbackClient(r) {
+		c.fail(w, r, http.StatusForbidden, "the dev console answers only on loopback; use `duraton serve` to reach it from elsewhere")
+		return
+	}
+	if r.Method == http.MethodPost && !sameOrigin(r) {
+		c.fail(w, r, http.StatusForbidden, "cross-origin form post refused")
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+func cacheStatic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loopbackClient(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sameOrigin refuses a POST whose Origin header names another host. Browsers send
+// Origin on every form POST; a request without it (curl) is judged by its CSRF token.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if origin == "null" {
+		return false
+	}
+	_, host, ok := cutScheme(origin)
+	return ok && host == r.Host
+}
+
+func cutScheme(origin string) (scheme, host string, ok bool) {
+	for _, s := range []string{"http://", "https://"} {
+		if len(origin) > len(s) && origin[:len(s)] == s {
+			return s[:len(s)-3], origin[len(s):], true
+		}
+	}
+	return "", "", false
+}

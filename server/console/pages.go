@@ -1,0 +1,282 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/flowctl"
+)
+
+// Page sizes and scan bounds: every page reads a bounded amount.
+const (
+	statRuns    = 10_000 // runs counted by state on the overview
+	listRuns    = 50     // runs per page
+	listKeys    = 200    // flow-control keys shown
+	listEntries = 50     // log events or dead letters per page
+	maxQuery    = 512    // length of a filter value
+)
+
+func classify(err error) (int, string) {
+	switch {
+	case errors.Is(err, delivery.ErrNotFound):
+		return http.StatusNotFound, "not found in this project"
+	case errors.Is(err, flowctl.ErrInvalid):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, delivery.ErrStoreUnavailable):
+		return http.StatusServiceUnavailable, "the store is unavailable; try again"
+	}
+	return http.StatusInternalServerError, "internal error (logged)"
+}
+
+// query reads a filter value, refusing one that is too long.
+func query(r *http.Request, name string) (string, error) {
+	v := strings.TrimSpace(r.URL.Query().Get(name))
+	if len(v) > maxQuery {
+		return "", errors.New(name + ": longer than 512 bytes")
+	}
+	return v, nil
+}
+
+type overviewData struct {
+	States      []stateCount
+	TotalRuns   int
+	MoreRuns    bool
+	Limit       int
+	InFlight    int
+	Chart       chart
+	WaitingKeys int
+	Waiting     int
+}
+
+type stateCount struct {
+	State string
+	Count int
+}
+
+var runStates = []string{delivery.RunStarted, delivery.RunSuccess, delivery.RunFailed, delivery.RunCanceled}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	project := sessionOf(r).project
+	counts, more, err := c.engine.RunStates(r.Context(), project, statRuns)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := overviewData{MoreRuns: more}
+	for _, st := range runStates {
+		d.States = append(d.States, stateCount{st, counts[st]})
+		d.TotalRuns += counts[st]
+	}
+	d.Limit, d.InFlight = c.engine.GlobalParallelism(project)
+	for _, k := range c.engine.FlowKeys(project, "") {
+		if k.WaitListSize > 0 {
+			d.WaitingKeys++
+			d.Waiting += k.WaitListSize
+		}
+	}
+	if d.Chart, err = c.hourChart(r, project); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "overview", pageData{Title: "Overview", Nav: "overview", Data: d})
+}
+
+type runRow struct {
+	delivery.RunWithHistory
+	Wait      string
+	WaitSince time.Time
+}
+
+type runsData struct {
+	Status, Label string
+	States        []string
+	Runs          []runRow
+}
+
+func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
+	project := sessionOf(r).project
+	status, err := query(r, "status")
+	if err == nil && status != "" && !slices.Contains(runStates, status) {
+		err = errors.New("status: want one of " + strings.Join(runStates, ", "))
+	}
+	label, lerr := query(r, "label")
+	if err = errors.Join(err, lerr); err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	keep := func(run *delivery.Run) bool {
+		return (status == "" || run.State == status) && (label == "" || slices.Contains(run.Labels, label))
+	}
+	runs, _, err := c.engine.Runs(r.Context(), project, nil, listRuns, keep)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := runsData{Status: status, Label: label, States: runStates}
+	for i := range runs {
+		row := runRow{RunWithHistory: runs[i]}
+		if runs[i].Live() {
+			reason, since, ok, err := c.engine.RunWaitReason(r.Context(), project, runs[i].ID)
+			if err != nil {
+				c.failErr(w, r, err)
+				return
+			}
+			if ok {
+				row.Wait, row.WaitSince = reason, since
+			}
+		}
+		d.Runs = append(d.Runs, row)
+	}
+	c.render(w, r, http.StatusOK, "runs", pageData{Title: "Runs", Nav: "runs", Data: d})
+}
+
+func (c *Console) run(w http.ResponseWriter, r *http.Request) {
+	project := sessionOf(r).project
+	run, err := c.engine.Run(r.Context(), project, r.PathValue("id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d, err := c.timeline(r, project, run)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "run", pageData{Title: "Run " + run.ID, Nav: "runs", Data: d})
+}
+
+func (c *Console) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := c.engine.CancelRun(r.Context(), sessionOf(r).project, id); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/console/runs/"+urlPath(id), http.StatusSeeOther)
+}
+
+type keysData struct {
+	Search string
+	Keys   []delivery.FlowInfo
+	More   bool
+}
+
+func (c *Console) keys(w http.ResponseWriter, r *http.Request) {
+	search, err := query(r, "q")
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	keys := c.engine.FlowKeys(sessionOf(r).project, search)
+	slices.SortFunc(keys, func(a, b delivery.FlowInfo) int { return strings.Compare(a.Key, b.Key) })
+	d := keysData{Search: search, Keys: keys}
+	if len(keys) > listKeys {
+		d.Keys, d.More = keys[:listKeys], true
+	}
+	c.render(w, r, http.StatusOK, "keys", pageData{Title: "Flow-control keys", Nav: "keys", Data: d})
+}
+
+func (c *Console) keyAction(w http.ResponseWriter, r *http.Request) {
+	project, key := sessionOf(r).project, r.PostForm.Get("key")
+	var err error
+	switch op := r.PostForm.Get("op"); op {
+	case "pause", "resume":
+		err = c.engine.SetFlowKeyPaused(r.Context(), project, key, op == "pause")
+	case "reset":
+		err = c.engine.ResetFlowKeyRate(r.Context(), project, key)
+	default:
+		c.fail(w, r, http.StatusBadRequest, "op: want pause, resume or reset, got "+quoteShort(op))
+		return
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/console/keys?q="+urlQuery(r.PostForm.Get("q")), http.StatusSeeOther)
+}
+
+type dlqData struct {
+	Entries []delivery.DLQEntry
+	Next    string
+}
+
+func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
+	cursor, err := query(r, "cursor")
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	entries, next, err := c.engine.DLQ(r.Context(), sessionOf(r).project, cursor, listEntries, func(*delivery.DLQEntry) bool { return true })
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "dlq", pageData{Title: "Dead letters", Nav: "dlq", Data: dlqData{Entries: entries, Next: next}})
+}
+
+func (c *Console) dlqEntry(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	entries, _, err := c.engine.DLQ(r.Context(), sessionOf(r).project, "", 1, func(d *delivery.DLQEntry) bool { return d.DLQID == id })
+	if err == nil && len(entries) == 0 {
+		err = delivery.ErrNotFound
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "dlqentry", pageData{Title: "Dead letter " + id, Nav: "dlq", Data: entries[0]})
+}
+
+func (c *Console) dlqAction(w http.ResponseWriter, r *http.Request) {
+	project, id := sessionOf(r).project, r.PostForm.Get("id")
+	if id == "" || len(id) > maxQuery {
+		c.fail(w, r, http.StatusBadRequest, "id: name one dead letter")
+		return
+	}
+	var err error
+	switch op := r.PostForm.Get("op"); op {
+	case "retry":
+		err = c.retryDLQ(r, project, id)
+	case "delete":
+		var n int
+		if n, err = c.engine.DeleteDLQ(r.Context(), project, []string{id}); err == nil && n == 0 {
+			err = delivery.ErrNotFound
+		}
+	default:
+		c.fail(w, r, http.StatusBadRequest, "op: want retry or delete, got "+quoteShort(op))
+		return
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/console/dlq", http.StatusSeeOther)
+}
+
+// retryDLQ sends a dead letter again: a failed workflow run resumes from its failed
+// step; a plain message is published again with a fresh retry budget.
+func (c *Console) retryDLQ(r *http.Request, project, id string) error {
+	entries, _, err := c.engine.DLQ(r.Context(), project, "", 1, func(d *delivery.DLQEntry) bool { return d.DLQID == id })
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return delivery.ErrNotFound
+	}
+	if entries[0].Message.RunID != "" {
+		_, err = c.engine.ResumeRuns(r.Context(), project, []string{id}, false, nil)
+		return err
+	}
+	_, err = c.engine.RetryDLQ(r.Context(), project, []string{id})
+	return err
+}
+
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return `"` + s + `"`
+}

@@ -1,0 +1,274 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+const cookieName = "duraton_console"
+
+// session is one logged-in browser: its project and its CSRF token.
+type session struct {
+	project string
+	csrf    string
+	expires time.Time
+	created time.Time
+}
+
+// sessions is the server-side session table, keyed by the SHA-256 of the cookie value so
+// the table holds nothing a reader could replay. It is bounded: when full, expired
+// sessions go first, then the oldest.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]*session
+	max  int
+	ttl  time.Duration
+	now  func() time.Time
+}
+
+func newSessions(max int, ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{byID: map[string]*session{}, max: max, ttl: ttl, now: now}
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+func hashID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// create starts a session for project and returns the cookie value.
+func (s *sessions) create(project string) (string, *session) {
+	id := randomToken()
+	now := s.now()
+	sess := &session{project: project, csrf: randomToken(), expires: now.Add(s.ttl), created: now}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.byID) >= s.max {
+		for k, v := range s.byID {
+			if !now.Before(v.expires) {
+				delete(s.byID, k)
+			}
+		}
+	}
+	for len(s.byID) >= s.max {
+		var oldest string
+		for k, v := range s.byID {
+			if oldest == "" || v.created.Before(s.byID[oldest].created) {
+				oldest = k
+			}
+		}
+		delete(s.byID, oldest)
+	}
+	s.byID[hashID(id)] = sess
+	return id, sess
+}
+
+// get returns the live session of a cookie value.
+func (s *sessions) get(id string) (*session, bool) {
+	if id == "" {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.byID[hashID(id)]
+	if !ok {
+		return nil, false
+	}
+	if !s.now().Before(sess.expires) {
+		delete(s.byID, hashID(id))
+		return nil, false
+	}
+	return sess, true
+}
+
+func (s *sessions) remove(id string) {
+	s.mu.Lock()
+	delete(s.byID, hashID(id))
+	s.mu.Unlock()
+}
+
+func (s *sessions) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}
+
+// loginLimiter counts failed logins per client address within a window. It holds at most
+// max addresses; when full, it forgets them all (a reset favours availability, and the
+// tokens are long random strings, so guessing is hopeless anyway).
+type loginLimiter struct {
+	mu     sync.Mutex
+	fails  map[string][]time.Time
+	burst  int
+	window time.Duration
+	max    int
+	now    func() time.Time
+}
+
+func newLoginLimiter(burst int, window time.Duration, max int, now func() time.Time) *loginLimiter {
+	return &loginLimiter{fails: map[string][]time.Time{}, burst: burst, window: window, max: max, now: now}
+}
+
+func (l *loginLimiter) recent(addr string) []time.Time {
+	cut := l.now().Add(-l.window)
+	kept := l.fails[addr][:0]
+	for _, t := range l.fails[addr] {
+		if t.After(cut) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == 0 {
+		delete(l.fails, addr)
+		return nil
+	}
+	l.fails[addr] = kept
+	return kept
+}
+
+func (l *loginLimiter) blocked(addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recent(addr)) >= l.burst
+}
+
+func (l *loginLimiter) fail(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.fails[addr]; !ok && len(l.fails) >= l.max {
+		clear(l.fails)
+	}
+	l.fails[addr] = append(l.recent(addr), l.now())
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type sessionKey struct{}
+
+func sessionOf(r *http.Request) *session {
+	s, _ := r.Context().Value(sessionKey{}).(*session)
+	return s
+}
+
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: value, Path: "/console", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+}
+
+// withSession runs h with the visitor's session. Without one, dev mode opens a session
+// on the dev project (still needed: it carries the CSRF token); serve mode sends a page
+// load to the login page and refuses anything else. A POST must carry the session's CSRF
+// token in its form.
+func (c *Console) withSession(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var id string
+		if ck, err := r.Cookie(cookieName); err == nil {
+			id = ck.Value
+		}
+		sess, ok := c.sessions.get(id)
+		if !ok {
+			switch {
+			case r.Method != http.MethodGet:
+				c.fail(w, r, http.StatusForbidden, "no console session: load the page again (and log in) before acting")
+				return
+			case c.cfg.Dev:
+				id, sess = c.sessions.create(c.cfg.DevProject)
+				c.setCookie(w, r, id, int(c.cfg.SessionTTL.Seconds()))
+			case r.Header.Get("HX-Request") != "":
+				w.Header().Set("HX-Redirect", "/console/login")
+				c.fail(w, r, http.StatusUnauthorized, "session expired: log in again")
+				return
+			default:
+				http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+				return
+			}
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			if err := r.ParseForm(); err != nil {
+				c.fail(w, r, http.StatusBadRequest, "form: "+err.Error())
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(sess.csrf)) != 1 {
+				c.fail(w, r, http.StatusForbidden, "missing or wrong CSRF token: reload the page and try again")
+				return
+			}
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)))
+	}
+}
+
+// maxFormBytes bounds a console form post; the largest is a login token.
+const maxFormBytes = 16 << 10
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Dev {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, http.StatusOK, "login", pageData{Title: "Log in"})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Dev {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return
+	}
+	addr := clientAddr(r)
+	if c.logins.blocked(addr) {
+		w.Header().Set("Retry-After", "60")
+		c.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Error: "too many failed logins from this address; wait a minute"})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.render(w, r, http.StatusBadRequest, "login", pageData{Title: "Log in", Error: "form: " + err.Error()})
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	if token == "" {
+		c.render(w, r, http.StatusBadRequest, "login", pageData{Title: "Log in", Error: "token: enter the project's API token"})
+		return
+	}
+	project, err := c.cfg.ProjectForToken(r.Context(), token)
+	if err != nil {
+		c.logins.fail(addr)
+		c.render(w, r, http.StatusUnauthorized, "login", pageData{Title: "Log in", Error: "invalid token"})
+		return
+	}
+	id, _ := c.sessions.create(project)
+	c.setCookie(w, r, id, int(c.cfg.SessionTTL.Seconds()))
+	http.Redirect(w, r, "/console/", http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		c.sessions.remove(ck.Value)
+	}
+	c.setCookie(w, r, "", -1)
+	if c.cfg.Dev {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+}
