@@ -126,7 +126,16 @@ func showBytes(b []byte) string {
 }
 
 // msgBody shows a message body unless Upstash-Redact-Fields hides it.
-func msgBody(m *delivery.Message) string {
+func msgBody(v any) string {
+	var m *delivery.Message
+	switch v := v.(type) {
+	case *delivery.Message:
+		m = v
+	case delivery.Message:
+		m = &v
+	default:
+		return fmt.Sprintf("(not a message: %T)", v)
+	}
 	if m.Redact != nil && m.Redact.Body {
 		return "(redacted: Upstash-Redact-Fields)"
 	}
