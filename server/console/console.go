@@ -36,7 +36,8 @@ type Config struct {
 	// Otherwise (serve mode) a visitor logs in with an API token.
 	Dev        bool
 	DevProject string
-	// ProjectForToken resolves a login token to its project (an error: no such token).
+	// ProjectForToken resolves a login token to its project (delivery.ErrNotFound: no
+	// such token; another error is a failure to look).
 	// Required unless Dev.
 	ProjectForToken func(ctx context.Context, token string) (string, error)
 	// SessionTTL is how long a session lasts after login. Default 12h.

@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/duraton/duraton/delivery"
 )
 
 const cookieName = "duraton_console"
@@ -234,12 +237,6 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 		return
 	}
-	addr := clientAddr(r)
-	if c.logins.blocked(addr) {
-		w.Header().Set("Retry-After", "60")
-		c.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Error: "too many failed logins from this address; wait a minute"})
-		return
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		c.render(w, r, http.StatusBadRequest, "login", pageData{Title: "Log in", Error: "form: " + err.Error()})
@@ -251,7 +248,19 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	project, err := c.cfg.ProjectForToken(r.Context(), token)
+	if err != nil && !errors.Is(err, delivery.ErrNotFound) {
+		c.failErr(w, r, err)
+		return
+	}
 	if err != nil {
+		// A valid token is never refused: the failure limit is per address, and others
+		// behind the same address may be the ones failing.
+		addr := clientAddr(r)
+		if c.logins.blocked(addr) {
+			w.Header().Set("Retry-After", "60")
+			c.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Error: "too many failed logins from this address; wait a minute"})
+			return
+		}
 		c.logins.fail(addr)
 		c.render(w, r, http.StatusUnauthorized, "login", pageData{Title: "Log in", Error: "invalid token"})
 		return
