@@ -22,8 +22,12 @@ const (
 
 func classify(err error) (int, string) {
 	switch {
-	case errors.Is(err, delivery.ErrNotFound):
+	case errors.Is(err, delivery.ErrNotFound), errors.Is(err, delivery.ErrRunNotFound):
 		return http.StatusNotFound, "not found in this project"
+	case errors.Is(err, delivery.ErrRunEnded):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, delivery.ErrFlowKeyLimit), errors.Is(err, delivery.ErrRunLimit), errors.Is(err, delivery.ErrQueueLimit):
+		return http.StatusPreconditionFailed, err.Error()
 	case errors.Is(err, flowctl.ErrInvalid):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, delivery.ErrStoreUnavailable):
