@@ -279,6 +279,7 @@ func TestConsoleBrowserDev(t *testing.T) {
 		b.navigate(t, console+"/runs?label=welcome")
 		b.waitText(t, "tr[data-run="+done.RunID+"] .state", "RUN_SUCCESS")
 		require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll("tr[data-run]").length`), "the label filter keeps one run")
+		b.screenshot(t, t.TempDir(), "runs.png")
 
 		b.navigate(t, console+"/runs/"+done.RunID)
 		b.waitText(t, "#run-state", "RUN_SUCCESS")
@@ -414,6 +415,7 @@ func TestConsoleBrowserServeLogin(t *testing.T) {
 	b.navigate(t, console+"/runs")
 	loc := eval[string](t, b, `location.href`)
 	require.Equal(t, console+"/login", loc, "serve mode sends a visitor without a session to the login")
+	b.screenshot(t, t.TempDir(), "login.png")
 	resp, err := noRedirect.Get(console + "/runs")
 	require.NoError(t, err)
 	resp.Body.Close()
