@@ -23,13 +23,26 @@ type stepMessage struct {
 	header      map[string]string
 }
 
+// batchHeader is a header name as a /v2/batch entry carries it: lower case, as the
+// official SDK writes it.
+func batchHeader(name string) string { return strings.ToLower(name) }
+
+// nestedHeader is a header of a nested message (prefix wire.PrefixCallback or
+// wire.PrefixFailureCallback) in a /v2/batch entry: the prefix, then the name without its
+// own "Upstash-".
+func nestedHeader(prefix, name string) string {
+	return strings.ToLower(prefix + strings.TrimPrefix(name, "Upstash-"))
+}
+
 // stepHeaders are the headers of a step publish (protocol §5.2), lower-cased as in
 // /v2/batch.
 func (c *Context) stepHeaders() map[string]string {
 	return map[string]string{
-		"upstash-workflow-init": "false", "upstash-workflow-runid": c.RunID, "upstash-workflow-url": c.URL,
-		"upstash-workflow-sdk-version": "1", "upstash-forward-upstash-workflow-sdk-version": "1",
-		"upstash-feature-set": wire.FeatureSet, "upstash-method": "POST", "content-type": "application/json",
+		batchHeader(wire.HeaderWorkflowInit): "false", batchHeader(wire.HeaderWorkflowRunID): c.RunID,
+		batchHeader(wire.HeaderWorkflowURL): c.URL, batchHeader(wire.HeaderWorkflowSdkVersion): wire.SdkVersion,
+		batchHeader(wire.PrefixForward + wire.HeaderWorkflowSdkVersion): wire.SdkVersion,
+		batchHeader(wire.HeaderFeatureSet):                              wire.FeatureSet, batchHeader(wire.HeaderMethod): http.MethodPost,
+		batchHeader(wire.HeaderContentType): "application/json",
 	}
 }
 
@@ -148,11 +161,11 @@ func runStep[T any](c *Context, name, stepType string, fn func() (T, error), opt
 func (o stepOptions) headers() map[string]string {
 	h := map[string]string{}
 	if o.flow != nil {
-		h["upstash-flow-control-key"] = o.flow.Key
-		h["upstash-flow-control-value"] = o.flow.value()
+		h[batchHeader(wire.HeaderFlowControlKey)] = o.flow.Key
+		h[batchHeader(wire.HeaderFlowControlValue)] = o.flow.value()
 	}
 	if o.retries != nil {
-		h["upstash-retries"] = strconv.Itoa(*o.retries)
+		h[batchHeader(wire.HeaderRetries)] = strconv.Itoa(*o.retries)
 	}
 	return h
 }
@@ -179,7 +192,7 @@ func (c *Context) Sleep(name string, d time.Duration) error {
 	secs := int64(d.Round(time.Second) / time.Second)
 	step := stepObject(id, name, "SleepFor", nil, 1)
 	step["sleepFor"] = secs
-	c.schedule(stepMessage{body: step, header: map[string]string{"upstash-delay": strconv.FormatInt(secs, 10) + "s"}})
+	c.schedule(stepMessage{body: step, header: map[string]string{batchHeader(wire.HeaderDelay): strconv.FormatInt(secs, 10) + "s"}})
 	return nil
 }
 
@@ -191,7 +204,7 @@ func (c *Context) SleepUntil(name string, t time.Time) error {
 	}
 	step := stepObject(id, name, "SleepUntil", nil, 1)
 	step["sleepUntil"] = t.Unix()
-	c.schedule(stepMessage{body: step, header: map[string]string{"upstash-not-before": strconv.FormatInt(t.Unix(), 10)}})
+	c.schedule(stepMessage{body: step, header: map[string]string{batchHeader(wire.HeaderNotBefore): strconv.FormatInt(t.Unix(), 10)}})
 	return nil
 }
 
@@ -226,29 +239,33 @@ func (c *Context) Call(name string, req CallRequest) (CallResponse, error) {
 	if method == "" {
 		method = http.MethodPost
 	}
+	cb := func(name string) string { return nestedHeader(wire.PrefixCallback, name) }
+	cbForward := func(name string) string { return nestedHeader(wire.PrefixCallback, wire.PrefixForward+name) }
+	contentType := batchHeader(wire.HeaderContentType)
 	h := map[string]string{
-		"upstash-workflow-calltype": "toCallback", "upstash-workflow-init": "false", "upstash-workflow-runid": c.RunID,
-		"upstash-workflow-url": c.URL, "upstash-feature-set": "WF_NoDelete,InitialBody", "upstash-method": method,
-		"upstash-retries": strconv.Itoa(req.Retries), "upstash-forward-upstash-workflow-sdk-version": "",
-		"upstash-callback": c.URL, "upstash-callback-workflow-runid": c.RunID, "upstash-callback-workflow-calltype": "fromCallback",
-		"upstash-callback-workflow-init": "false", "upstash-callback-workflow-url": c.URL, "upstash-callback-feature-set": wire.FeatureSet,
-		"upstash-callback-forward-upstash-workflow-callback": "true", "upstash-callback-forward-upstash-workflow-stepid": strconv.Itoa(id),
-		"upstash-callback-forward-upstash-workflow-stepname": name, "upstash-callback-forward-upstash-workflow-steptype": "Call",
-		"upstash-callback-forward-upstash-workflow-concurrent": "1", "content-type": "application/json",
+		batchHeader(wire.HeaderWorkflowCallType): wire.CallTypeToCallback, batchHeader(wire.HeaderWorkflowInit): "false",
+		batchHeader(wire.HeaderWorkflowRunID): c.RunID, batchHeader(wire.HeaderWorkflowURL): c.URL,
+		batchHeader(wire.HeaderFeatureSet): "WF_NoDelete,InitialBody", batchHeader(wire.HeaderMethod): method,
+		batchHeader(wire.HeaderRetries): strconv.Itoa(req.Retries), batchHeader(wire.PrefixForward + wire.HeaderWorkflowSdkVersion): "",
+		batchHeader(wire.HeaderCallback): c.URL, cb(wire.HeaderWorkflowRunID): c.RunID, cb(wire.HeaderWorkflowCallType): wire.CallTypeFromCallback,
+		cb(wire.HeaderWorkflowInit): "false", cb(wire.HeaderWorkflowURL): c.URL, cb(wire.HeaderFeatureSet): wire.FeatureSet,
+		cbForward(wire.HeaderWorkflowCallback): "true", cbForward(wire.HeaderWorkflowStepID): strconv.Itoa(id),
+		cbForward(wire.HeaderWorkflowStepName): name, cbForward(wire.HeaderWorkflowStepType): "Call",
+		cbForward(wire.HeaderWorkflowConcurrent): "1", contentType: "application/json",
 	}
 	for k, vs := range req.Header {
-		if strings.EqualFold(k, "Content-Type") {
-			h["content-type"] = vs[0]
+		if strings.EqualFold(k, wire.HeaderContentType) {
+			h[contentType] = vs[0]
 			continue
 		}
-		h["upstash-forward-"+strings.ToLower(k)] = strings.Join(vs, ",")
+		h[batchHeader(wire.PrefixForward+k)] = strings.Join(vs, ",")
 	}
-	h["upstash-callback-forward-upstash-workflow-contenttype"] = h["content-type"]
+	h[cbForward(wire.HeaderWorkflowContentType)] = h[contentType]
 	if req.Timeout > 0 {
-		h["upstash-timeout"] = strconv.Itoa(int(req.Timeout.Round(time.Second)/time.Second)) + "s"
+		h[batchHeader(wire.HeaderTimeout)] = strconv.Itoa(int(req.Timeout.Round(time.Second)/time.Second)) + "s"
 	}
 	if fc := req.FlowControl; fc != nil {
-		h["upstash-flow-control-key"], h["upstash-flow-control-value"] = fc.Key, fc.value()
+		h[batchHeader(wire.HeaderFlowControlKey)], h[batchHeader(wire.HeaderFlowControlValue)] = fc.Key, fc.value()
 	}
 	c.schedule(stepMessage{destination: req.URL, body: nonNilBytes(req.Body), header: h})
 	return CallResponse{}, nil

@@ -129,46 +129,47 @@ func triggerEntry(req *TriggerRequest) (batchEntry, string, error) {
 		failureURL = req.URL
 	}
 
+	fcb := func(name string) string { return nestedHeader(wire.PrefixFailureCallback, name) }
 	h := map[string]string{
-		"upstash-workflow-init":                        "true",
-		"upstash-workflow-runid":                       runID,
-		"upstash-workflow-url":                         req.URL,
-		"upstash-feature-set":                          wire.FeatureSet,
-		"upstash-workflow-sdk-version":                 "1",
-		"upstash-forward-upstash-workflow-sdk-version": "1",
-		"upstash-method":                               http.MethodPost,
+		batchHeader(wire.HeaderWorkflowInit):                            "true",
+		batchHeader(wire.HeaderWorkflowRunID):                           runID,
+		batchHeader(wire.HeaderWorkflowURL):                             req.URL,
+		batchHeader(wire.HeaderFeatureSet):                              wire.FeatureSet,
+		batchHeader(wire.HeaderWorkflowSdkVersion):                      wire.SdkVersion,
+		batchHeader(wire.PrefixForward + wire.HeaderWorkflowSdkVersion): wire.SdkVersion,
+		batchHeader(wire.HeaderMethod):                                  http.MethodPost,
 
-		"upstash-failure-callback":                                           failureURL,
-		"upstash-failure-callback-forward-upstash-workflow-is-failure":       "true",
-		"upstash-failure-callback-forward-upstash-workflow-failure-callback": "true",
-		"upstash-failure-callback-workflow-runid":                            runID,
-		"upstash-failure-callback-workflow-init":                             "false",
-		"upstash-failure-callback-workflow-url":                              req.URL,
-		"upstash-failure-callback-workflow-calltype":                         "failureCall",
-		"upstash-failure-callback-feature-set":                               wire.FeatureSet,
+		batchHeader(wire.HeaderFailureCallback):                      failureURL,
+		fcb(wire.PrefixForward + wire.PrefixWorkflow + "Is-Failure"): "true",
+		fcb(wire.PrefixForward + wire.HeaderWorkflowFailureCallback): "true",
+		fcb(wire.HeaderWorkflowRunID):                                runID,
+		fcb(wire.HeaderWorkflowInit):                                 "false",
+		fcb(wire.HeaderWorkflowURL):                                  req.URL,
+		fcb(wire.HeaderWorkflowCallType):                             wire.CallTypeFailure,
+		fcb(wire.HeaderFeatureSet):                                   wire.FeatureSet,
 	}
 	// set puts a run setting on the trigger and mirrors it on the failure callback.
 	set := func(name, value string) {
-		h["upstash-"+name] = value
-		h["upstash-failure-callback-"+name] = value
+		h[batchHeader(name)] = value
+		h[fcb(name)] = value
 	}
 	if req.Retries != nil && *req.Retries != defaultRunRetries {
-		set("retries", strconv.Itoa(*req.Retries))
+		set(wire.HeaderRetries, strconv.Itoa(*req.Retries))
 	}
 	if req.RetryDelay != "" {
-		set("retry-delay", req.RetryDelay)
+		set(wire.HeaderRetryDelay, req.RetryDelay)
 	}
 	if fc := req.FlowControl; fc != nil {
 		if err := fc.validate(); err != nil {
 			return batchEntry{}, "", err
 		}
-		set("flow-control-key", fc.Key)
-		set("flow-control-value", fc.value())
+		set(wire.HeaderFlowControlKey, fc.Key)
+		set(wire.HeaderFlowControlValue, fc.value())
 	}
 	// User headers (and the label, which the official SDK adds to them) are forwarded
 	// on the trigger and on the failure callback.
 	for name, values := range req.Headers {
-		set("forward-"+strings.ToLower(name), strings.Join(values, ", "))
+		set(wire.PrefixForward+name, strings.Join(values, ", "))
 	}
 	if len(req.Labels) > 0 {
 		label := strings.Join(req.Labels, ",")
@@ -177,22 +178,22 @@ func triggerEntry(req *TriggerRequest) (batchEntry, string, error) {
 				return batchEntry{}, "", fmt.Errorf("sdk: Trigger: label %q: want [a-zA-Z0-9-_.]+", l)
 			}
 		}
-		set("forward-upstash-label", label)
-		h["upstash-label"] = label
+		set(wire.PrefixForward+wire.HeaderLabel, label)
+		h[batchHeader(wire.HeaderLabel)] = label
 	}
 	contentType := req.ContentType
 	if contentType == "" {
-		contentType = req.Headers.Get("Content-Type")
+		contentType = req.Headers.Get(wire.HeaderContentType)
 	}
 	if contentType == "" {
 		contentType = "application/json"
 	}
-	h["content-type"] = contentType
+	h[batchHeader(wire.HeaderContentType)] = contentType
 	if req.Delay > 0 {
-		h["upstash-delay"] = seconds(req.Delay)
+		h[batchHeader(wire.HeaderDelay)] = seconds(req.Delay)
 	}
 	if !req.NotBefore.IsZero() {
-		h["upstash-not-before"] = strconv.FormatInt(req.NotBefore.Unix(), 10)
+		h[batchHeader(wire.HeaderNotBefore)] = strconv.FormatInt(req.NotBefore.Unix(), 10)
 	}
 	return batchEntry{Destination: req.URL, Headers: h, Body: string(body)}, runID, nil
 }
