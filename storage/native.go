@@ -237,24 +237,26 @@ func (t *Tx) Event(project, id string) (*Event, error) {
 	return &e, nil
 }
 
-// Events lists up to limit events newest first, starting below the id before (all when
-// empty), keeping those name matches (all when empty). It returns the cursor of the next
-// page ("" at the end). At most scan records are read, so a rare name cannot make one
-// page read the whole bucket; the cursor then resumes where the scan stopped.
-func (t *Tx) Events(project, name, before string, limit, scan int) ([]Event, string, error) {
+// Events lists up to limit events newest first, starting at the id from (inclusive; the
+// newest when empty), keeping those whose name matches (all when name is empty). It
+// returns the cursor of the next page: the id of the first event not yet read ("" at the
+// end). At most scan records are read, so a rare name cannot make one page read the
+// whole bucket; the cursor then resumes where the scan stopped.
+func (t *Tx) Events(project, name, from string, limit, scan int) ([]Event, string, error) {
 	b := t.bucket(project, bucketEvents)
 	if b == nil {
 		return nil, "", nil
 	}
 	c := b.Cursor()
 	var k, v []byte
-	if before == "" {
+	if from == "" {
 		k, v = c.Last()
 	} else {
-		k, v = c.Seek([]byte(before))
-		if k == nil {
+		k, v = c.Seek([]byte(from))
+		switch {
+		case k == nil:
 			k, v = c.Last()
-		} else {
+		case string(k) != from:
 			k, v = c.Prev()
 		}
 	}
@@ -262,7 +264,7 @@ func (t *Tx) Events(project, name, before string, limit, scan int) ([]Event, str
 	read := 0
 	for ; k != nil; k, v = c.Prev() {
 		if len(out) == limit || read == scan {
-			return out, resumeAt(k), nil
+			return out, string(k), nil
 		}
 		read++
 		var e Event
@@ -274,12 +276,6 @@ func (t *Tx) Events(project, name, before string, limit, scan int) ([]Event, str
 		}
 	}
 	return out, "", nil
-}
-
-// resumeAt is the cursor that resumes a listing at key k (the first key not yet read):
-// a listing continues below its cursor, so the cursor is the key just above k.
-func resumeAt(k []byte) string {
-	return string(k) + "\x00"
 }
 
 // EventDedup reads the record of an event dedupeId (ErrNotFound when never seen).

@@ -42,8 +42,6 @@ type Config struct {
 	EventDedupWindow time.Duration
 	// CheckURL validates a workflow URL like a publish destination (required).
 	CheckURL func(raw string) (*url.URL, error)
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -59,9 +57,6 @@ func (c Config) withDefaults() Config {
 	if c.EventDedupWindow <= 0 {
 		c.EventDedupWindow = 24 * time.Hour
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c
 }
 
@@ -73,7 +68,8 @@ type Service struct {
 	ids    storage.IDGen
 }
 
-// New builds the unit over the engine and its store.
+// New builds the unit over the engine and its store. Its transactions take their time
+// from the engine's clock.
 func New(cfg Config, store Store, engine *delivery.Engine) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if cfg.CheckURL == nil {
