@@ -11,7 +11,6 @@ import (
 
 	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/flowctl"
-	"github.com/duraton/duraton/storage"
 )
 
 // Native is what the native API routes (native-api.md) need of the native unit.
@@ -58,14 +57,14 @@ func (h *nativeHandlers) enabled() error {
 
 // workflowView is a definition as the API shows it.
 type workflowView struct {
-	App         string            `json:"app"`
-	Name        string            `json:"name"`
-	URL         string            `json:"url"`
-	Triggers    []storage.Trigger `json:"triggers"`
-	Retries     int               `json:"retries"`
-	FlowControl flowctl.Controls  `json:"flowControl"`
-	CreatedAt   int64             `json:"createdAt"`
-	UpdatedAt   int64             `json:"updatedAt"`
+	App         string           `json:"app"`
+	Name        string           `json:"name"`
+	URL         string           `json:"url"`
+	Triggers    []native.Trigger `json:"triggers"`
+	Retries     int              `json:"retries"`
+	FlowControl flowctl.Controls `json:"flowControl"`
+	CreatedAt   int64            `json:"createdAt"`
+	UpdatedAt   int64            `json:"updatedAt"`
 }
 
 func toWorkflowViews(defs []native.Workflow) []workflowView {
@@ -208,7 +207,7 @@ func (h *nativeHandlers) listEvents(c echo.Context) error {
 		limit = n
 	}
 	cursor := q.Get("cursor")
-	if cursor != "" && !isEventID(cursor) {
+	if cursor != "" && !native.IsEventID(cursor) {
 		return badRequest("cursor: %q is not a cursor returned by this API", cursor)
 	}
 	events, next, err := h.native.Events(c.Request().Context(), projectOf(c), q.Get("name"), cursor, limit)
@@ -223,11 +222,6 @@ func (h *nativeHandlers) listEvents(c echo.Context) error {
 		out["cursor"] = next
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-func isEventID(id string) bool {
-	p := storage.PrefixEvent
-	return strings.HasPrefix(id, p) && len(id) == len(p)+24 && isHex(id[len(p):])
 }
 
 func (h *nativeHandlers) getEvent(c echo.Context) error {

@@ -27,10 +27,12 @@ const (
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 
-// Workflow is a stored definition; App an app.
+// Workflow is a stored definition; App an app; Trigger an event name that starts a
+// workflow.
 type (
 	Workflow = storage.WorkflowDef
 	App      = storage.App
+	Trigger  = storage.Trigger
 )
 
 // workflowFields are the definition fields besides the controls.

@@ -84,6 +84,20 @@ func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
 	return out, nil
 }
 
+// IsEventID reports whether id has the shape of an event id (a listing cursor).
+func IsEventID(id string) bool {
+	p := storage.PrefixEvent
+	if !strings.HasPrefix(id, p) || len(id) != len(p)+24 {
+		return false
+	}
+	for _, c := range id[len(p):] {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
 func validText(s string) bool {
 	return !strings.ContainsRune(s, 0) && strings.ToValidUTF8(s, "") == s
 }
