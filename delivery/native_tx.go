@@ -99,3 +99,14 @@ func NativeUpdate[T any](ctx context.Context, e *Engine, fn func(n *NativeTx) (T
 	}
 	return res.v, nil
 }
+
+// sweepNativeTx removes a project's native events older than retention (they are kept as
+// long as logs) and its expired gate states, up to limit of each.
+func sweepNativeTx(tx *storage.Tx, project string, now time.Time, retention time.Duration, limit int) (int, error) {
+	a, err := tx.DeleteEventsBefore(project, storage.IDAt(storage.PrefixEvent, now.Add(-retention)), limit)
+	if err != nil {
+		return 0, err
+	}
+	b, err := tx.DeleteExpiredGates(project, now.UnixMilli(), limit)
+	return a + b, err
+}

@@ -290,19 +290,30 @@ func (t *Tx) PutEventDedup(project, dedupeID string, r *DedupRecord) error {
 
 // ---- gate states
 
-// Gate reads the stored state of one admission gate scope into v; ErrNotFound when the
-// scope has none.
-func (t *Tx) Gate(project, key string, v any) error {
-	return get(t.bucket(project, bucketGates), key, v)
+// GateState is the stored state of one admission gate scope of a native workflow.
+// ExpiresAt (unix ms) is when it stops mattering (the end of an idempotency window, the
+// time a GCRA scope is idle again): the sweeper removes it after that.
+type GateState struct {
+	ExpiresAt int64        `json:"expiresAt"`
+	GCRA      flowctl.GCRA `json:"gcra,omitzero"`
 }
 
-// PutGate stores the state of one admission gate scope.
-func (t *Tx) PutGate(project, key string, v any) error {
+// Gate reads the state of one gate scope; ErrNotFound when the scope has none.
+func (t *Tx) Gate(project, key string) (*GateState, error) {
+	var st GateState
+	if err := get(t.bucket(project, bucketGates), key, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// PutGate stores the state of one gate scope.
+func (t *Tx) PutGate(project, key string, st *GateState) error {
 	b, err := t.writeBucket(project, bucketGates)
 	if err != nil {
 		return err
 	}
-	return put(b, key, v)
+	return put(b, key, st)
 }
 
 // DeleteGatesWithPrefix removes every gate state whose key starts with prefix (a removed
@@ -320,4 +331,53 @@ func (t *Tx) DeleteGatesWithPrefix(project, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// DeleteExpiredGates removes up to limit gate states that expired before nowMs.
+func (t *Tx) DeleteExpiredGates(project string, nowMs int64, limit int) (int, error) {
+	b := t.bucket(project, bucketGates)
+	if b == nil {
+		return 0, nil
+	}
+	var expired [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if len(expired) >= limit {
+			return nil
+		}
+		var st GateState
+		if err := json.Unmarshal(v, &st); err != nil {
+			return fmt.Errorf("gate state %q: %w", k, err)
+		}
+		if st.ExpiresAt < nowMs {
+			expired = append(expired, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range expired {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(expired), nil
+}
+
+// DeleteEventsBefore removes up to limit events whose id sorts before cutoff (IDAt of
+// the retention's start).
+func (t *Tx) DeleteEventsBefore(project, cutoff string, limit int) (int, error) {
+	b := t.bucket(project, bucketEvents)
+	if b == nil {
+		return 0, nil
+	}
+	c := b.Cursor()
+	n := 0
+	for k, _ := c.First(); k != nil && n < limit && string(k) < cutoff; k, _ = c.First() {
+		if err := b.Delete(k); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -16,12 +16,8 @@ import (
 // Not built yet: debounce, batch, singleton (before the run), throttle (before the first
 // delivery), concurrency, project ceiling and priority (every delivery).
 
-// gateState is the stored state of one gate scope. ExpiresAt (unix ms) is when the state
-// stops mattering: the end of an idempotency window, the time a GCRA scope is idle again.
-type gateState struct {
-	ExpiresAt int64        `json:"expiresAt"`
-	GCRA      flowctl.GCRA `json:"gcra,omitzero"`
-}
+// gateState is the stored state of one gate scope (swept by the engine once expired).
+type gateState = storage.GateState
 
 // gatePrefix is the prefix of every gate state of a workflow.
 func gatePrefix(workflow string) string { return workflow + "\x00" }
@@ -87,13 +83,9 @@ func (v verdict) commit(tx *storage.Tx, project string) error {
 }
 
 func readGate(tx *storage.Tx, project, key string) (*gateState, error) {
-	var st gateState
-	err := tx.Gate(project, key, &st)
+	st, err := tx.Gate(project, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return st, err
 }

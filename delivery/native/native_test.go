@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,12 +69,18 @@ type node struct {
 // open starts an engine and the native unit over the bbolt file in dir; every write runs
 // twice, as the group committer may do.
 func open(t testing.TB, dir string, ep *endpoint, c *clock) *node {
+	return openWith(t, dir, ep, c, delivery.Config{SweepInterval: 24 * time.Hour})
+}
+
+// openWith is open with engine settings (the transport, clock and logger are set here).
+func openWith(t testing.TB, dir string, ep *endpoint, c *clock, cfg delivery.Config) *node {
 	store, err := storage.Open(filepath.Join(dir, "duraton.db"), storage.Options{})
 	require.NoError(t, err)
 	_, err = delivery.EnsureProject(t.Context(), store, delivery.Project{ID: project, CurrentSigningKey: "sig_a", NextSigningKey: "sig_b"}, "h")
 	require.NoError(t, err)
 	twice := storagetest.NewTwice(store)
-	e, err := delivery.New(delivery.Config{Transport: ep, Now: c.Now, Logger: slog.New(slog.DiscardHandler), SweepInterval: 24 * time.Hour}, twice)
+	cfg.Transport, cfg.Now, cfg.Logger = ep, c.Now, slog.New(slog.DiscardHandler)
+	e, err := delivery.New(cfg, twice)
 	require.NoError(t, err)
 	require.NoError(t, e.Start(t.Context()))
 	svc, err := New(Config{CheckURL: func(raw string) (*url.URL, error) { return url.Parse(raw) }}, twice, e)
@@ -278,4 +285,48 @@ func TestGatePipelineProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSweepRemovesExpiredFlowState: the engine's retention sweeper removes gate states
+// once they no longer matter and events older than the log retention; live ones stay.
+func TestSweepRemovesExpiredFlowState(t *testing.T) {
+	ep := &endpoint{}
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	n := openWith(t, t.TempDir(), ep, c, delivery.Config{SweepInterval: time.Millisecond, LogRetention: time.Hour})
+	defer n.close(t)
+	n.register(t, "app", `{"workflows": [{"name": "wf", "url": "http://x.test/wf", "triggers": [{"event": "e"}],
+		"rateLimit": {"limit": 1, "perMs": 60000, "key": "user"}, "idempotency": {"key": "order", "periodMs": 7200000}}]}`)
+	old := n.send(t, ev("e", `{"user": "a", "order": 1}`, ""))
+	require.NotEmpty(t, old[0].Runs[0].RunID)
+	c.Advance(61 * time.Minute)
+	recent := n.send(t, ev("e", `{"user": "b", "order": 2}`, ""))
+	require.NotEmpty(t, recent[0].Runs[0].RunID)
+
+	gates := func() []string {
+		var keys []string
+		require.NoError(t, n.store.View(func(tx *storage.Tx) error {
+			for _, k := range []string{gateKey("wf", "rateLimit", `"a"`), gateKey("wf", "rateLimit", `"b"`),
+				gateKey("wf", "idempotency", "1"), gateKey("wf", "idempotency", "2")} {
+				if _, err := tx.Gate(project, k); err == nil {
+					keys = append(keys, strings.ReplaceAll(k, "\x00", "/"))
+				}
+			}
+			return nil
+		}))
+		return keys
+	}
+	require.Eventually(t, func() bool {
+		_, err := n.svc.Event(t.Context(), project, old[0].ID)
+		return errors.Is(err, ErrNotFound) && len(gates()) == 3
+	}, 10*time.Second, time.Millisecond, "the event past the retention and user a's idle rate state go")
+	require.ElementsMatch(t, []string{"wf/rateLimit/\"b\"", "wf/idempotency/1", "wf/idempotency/2"}, gates())
+	_, err := n.svc.Event(t.Context(), project, recent[0].ID)
+	require.NoError(t, err, "the recent event stays")
+	// The idempotency window of order 1 still refuses it; after the window it is gone.
+	again := n.send(t, ev("e", `{"user": "c", "order": 1}`, ""))
+	require.True(t, again[0].Runs[0].Deduped)
+	c.Advance(time.Hour)
+	require.Eventually(t, func() bool { return len(gates()) == 1 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, []string{"wf/idempotency/2"}, gates())
 }
