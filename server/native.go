@@ -16,7 +16,7 @@ import (
 // Native is what the native API routes (native-api.md) need of the native unit.
 type Native interface {
 	ParseApp(app string, body []byte) ([]native.Workflow, error)
-	PutApp(ctx context.Context, project, app string, defs []native.Workflow) ([]native.Workflow, error)
+	PutApp(ctx context.Context, project, app string, defs []native.Workflow) (*native.AppView, error)
 	GetApp(ctx context.Context, project, app string) (*native.AppView, error)
 	Apps(ctx context.Context, project string) ([]native.App, error)
 	DeleteApp(ctx context.Context, project, app string) error
@@ -82,6 +82,10 @@ type appView struct {
 	Workflows []workflowView `json:"workflows"`
 }
 
+func toAppView(v *native.AppView) appView {
+	return appView{Name: v.App.Name, CreatedAt: v.App.CreatedAt, UpdatedAt: v.App.UpdatedAt, Workflows: toWorkflowViews(v.Workflows)}
+}
+
 func (h *nativeHandlers) putApp(c echo.Context) error {
 	if err := h.enabled(); err != nil {
 		return err
@@ -95,15 +99,11 @@ func (h *nativeHandlers) putApp(c echo.Context) error {
 	if err != nil {
 		return nativeError(err)
 	}
-	stored, err := h.native.PutApp(c.Request().Context(), projectOf(c), app, defs)
+	v, err := h.native.PutApp(c.Request().Context(), projectOf(c), app, defs)
 	if err != nil {
 		return nativeError(err)
 	}
-	v, err := h.native.GetApp(c.Request().Context(), projectOf(c), app)
-	if err != nil {
-		return nativeError(err)
-	}
-	return c.JSON(http.StatusOK, appView{Name: app, CreatedAt: v.App.CreatedAt, UpdatedAt: v.App.UpdatedAt, Workflows: toWorkflowViews(stored)})
+	return c.JSON(http.StatusOK, toAppView(v))
 }
 
 func (h *nativeHandlers) getApp(c echo.Context) error {
@@ -114,7 +114,7 @@ func (h *nativeHandlers) getApp(c echo.Context) error {
 	if err != nil {
 		return nativeError(err)
 	}
-	return c.JSON(http.StatusOK, appView{Name: v.App.Name, CreatedAt: v.App.CreatedAt, UpdatedAt: v.App.UpdatedAt, Workflows: toWorkflowViews(v.Workflows)})
+	return c.JSON(http.StatusOK, toAppView(v))
 }
 
 type appSummary struct {

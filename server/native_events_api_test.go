@@ -155,8 +155,9 @@ func TestNativeEventsStartRuns(t *testing.T) {
 		})
 	}
 
-	// An array: each event answered in order; a name nobody subscribes to is stored with no runs.
-	res = env.sendEvents(t, `[{"name": "doc.deleted", "data": 7}, {"name": "nobody.listens"}]`)
+	// An array: each event answered in order; a name nobody subscribes to is stored with
+	// no runs; "dedupeId" inside data is data.
+	res = env.sendEvents(t, `[{"name": "doc.deleted", "data": 7}, {"name": "nobody.listens", "data": {"dedupeId": ""}}]`)
 	require.Len(t, res, 2)
 	require.Len(t, res[0].Runs, 1)
 	require.Equal(t, "search", res[0].Runs[0].Workflow)
@@ -176,7 +177,7 @@ func TestNativeEventsStartRuns(t *testing.T) {
 	}](t, r)
 	require.Len(t, list.Events, 3)
 	require.Equal(t, []string{"nobody.listens", "doc.deleted", "doc.updated"}, []string{list.Events[0].Name, list.Events[1].Name, list.Events[2].Name})
-	require.JSONEq(t, "null", string(list.Events[0].Data))
+	require.JSONEq(t, `{"dedupeId": ""}`, string(list.Events[0].Data))
 	require.Empty(t, list.Cursor)
 	r = env.call(t, http.MethodGet, "/events/"+ev.ID, nil)
 	require.Equal(t, http.StatusOK, r.Status)

@@ -201,10 +201,10 @@ func checkEventName(name string) error {
 }
 
 // PutApp registers or replaces an app's whole set of workflows in one transaction and
-// returns the stored definitions. A name owned by another app is ErrConflict; nothing
-// changes on any error.
-func (s *Service) PutApp(ctx context.Context, project, app string, defs []Workflow) ([]Workflow, error) {
-	return delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) ([]Workflow, error) {
+// returns the app as stored. A name owned by another app is ErrConflict; nothing changes
+// on any error.
+func (s *Service) PutApp(ctx context.Context, project, app string, defs []Workflow) (*AppView, error) {
+	return delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) (*AppView, error) {
 		tx, now := n.Tx, n.Now.UnixMilli()
 		old, err := tx.App(project, app)
 		switch {
@@ -251,7 +251,10 @@ func (s *Service) PutApp(ctx context.Context, project, app string, defs []Workfl
 		}
 		sort.Strings(names)
 		rec := App{Name: app, Workflows: names, CreatedAt: old.CreatedAt, UpdatedAt: now}
-		return out, tx.PutApp(project, &rec)
+		if err := tx.PutApp(project, &rec); err != nil {
+			return nil, err
+		}
+		return &AppView{App: rec, Workflows: out}, nil
 	})
 }
 

@@ -64,18 +64,27 @@ func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
 		if single {
 			who = "event"
 		}
-		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId"}, &out[i]); err != nil {
+		var in struct {
+			Name     string          `json:"name"`
+			Data     json.RawMessage `json:"data"`
+			DedupeID *string         `json:"dedupeId"`
+		}
+		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId"}, &in); err != nil {
 			var fe *flowctl.FieldError
 			if errors.As(err, &fe) {
 				return nil, invalid("%s", fe.Error())
 			}
 			return nil, invalid("%s: %v", who, err)
 		}
-		if err := checkEventName(out[i].Name); err != nil {
+		if err := checkEventName(in.Name); err != nil {
 			return nil, invalid("%s.name: %v", who, err)
 		}
-		if d := out[i].DedupeID; d == "" && bytes.Contains(it, []byte(`"dedupeId"`)) || len(d) > MaxDedupeIDLen || !validText(d) {
-			return nil, invalid("%s.dedupeId: want 1 to %d bytes of text", who, MaxDedupeIDLen)
+		out[i] = EventIn{Name: in.Name, Data: in.Data}
+		if d := in.DedupeID; d != nil {
+			if *d == "" || len(*d) > MaxDedupeIDLen || !validText(*d) {
+				return nil, invalid("%s.dedupeId: want 1 to %d bytes of text", who, MaxDedupeIDLen)
+			}
+			out[i].DedupeID = *d
 		}
 		if out[i].Data == nil {
 			out[i].Data = json.RawMessage("null")

@@ -205,7 +205,7 @@ func TestGatePipelineProperty(t *testing.T) {
 		}
 		runs := map[string][]start{}
 		deduped := map[string][]start{}
-		count := rapid.IntRange(1, 40).Draw(rt, "events")
+		count := rapid.IntRange(1, 25).Draw(rt, "events")
 		for i := range count {
 			c.Advance(time.Duration(rapid.Int64Range(0, perMs).Draw(rt, "gapMs")) * time.Millisecond)
 			user := rapid.SampledFrom([]string{`"a"`, `"b"`, `1`, `null`, ``}).Draw(rt, "user")
