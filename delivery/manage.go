@@ -267,7 +267,8 @@ func (e *Engine) Queues(ctx context.Context, project, name string) ([]QueueInfo,
 	return out, nil
 }
 
-// sweepLoop removes expired logs, dead letters and deduplication records every
+// sweepLoop removes expired logs, dead letters, deduplication records, native events and
+// expired gate states every
 // SweepInterval, in small transactions so it never holds the writer for long.
 func (e *Engine) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(e.cfg.SweepInterval)
@@ -335,7 +336,11 @@ func (e *Engine) sweep(ctx context.Context) error {
 					return 0, err
 				}
 				f, err := e.sweepRunEventsTx(tx, p.ID, now, sweepBatch)
-				return a + b + c + d + f, err
+				if err != nil {
+					return 0, err
+				}
+				g, err := sweepNativeTx(tx, p.ID, now, e.cfg.LogRetention, sweepBatch) // native_tx.go
+				return a + b + c + d + f + g, err
 			})
 			if err != nil {
 				return err

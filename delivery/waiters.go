@@ -101,31 +101,8 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 		if err != nil {
 			return res, err
 		}
-		for _, w := range ws {
-			timer, err := e.wf.dropWaiterTx(tx, project, &w)
-			if err != nil {
-				return res, err
-			}
-			if timer != nil {
-				res.fx.forget = append(res.fx.forget, *timer)
-			}
-			step, err := stepWith(w.Step, map[string]any{"out": base64.StdEncoding.EncodeToString(data), "waitTimeout": false})
-			if err != nil {
-				return res, err
-			}
-			due, err := e.wf.publishStepTx(tx, w.Template, step, now)
-			if errors.Is(err, ErrRunEnded) || errors.Is(err, storage.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return res, err
-			}
-			id := ""
-			if due != nil {
-				res.fx.add = append(res.fx.add, *due)
-				id = due.MessageID
-			}
-			res.notified = append(res.notified, NotifyResult{Waiter: w, MessageID: id})
+		if res.notified, res.fx, err = e.resolveWaitersTx(tx, project, ws, data, now); err != nil {
+			return res, err
 		}
 		if len(ws) == 0 && runID != "" {
 			run, err := tx.Run(project, runID)
@@ -146,6 +123,42 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 	}
 	e.disp.apply(res.fx)
 	return res.notified, nil
+}
+
+// resolveWaitersTx resolves waiters with data: each is removed, its timer cancelled and
+// its run resumed (a waiter whose run ended is only removed).
+func (e *Engine) resolveWaitersTx(tx *storage.Tx, project string, ws []Waiter, data []byte, now time.Time) ([]NotifyResult, effects, error) {
+	var (
+		out []NotifyResult
+		fx  effects
+	)
+	for _, w := range ws {
+		timer, err := e.wf.dropWaiterTx(tx, project, &w)
+		if err != nil {
+			return nil, fx, err
+		}
+		if timer != nil {
+			fx.forget = append(fx.forget, *timer)
+		}
+		step, err := stepWith(w.Step, map[string]any{"out": base64.StdEncoding.EncodeToString(data), "waitTimeout": false})
+		if err != nil {
+			return nil, fx, err
+		}
+		due, err := e.wf.publishStepTx(tx, w.Template, step, now)
+		if errors.Is(err, ErrRunEnded) || errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fx, err
+		}
+		id := ""
+		if due != nil {
+			fx.add = append(fx.add, *due)
+			id = due.MessageID
+		}
+		out = append(out, NotifyResult{Waiter: w, MessageID: id})
+	}
+	return out, fx, nil
 }
 
 func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string) ([]Waiter, error) {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/deliverytest"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/delivery/schedule"
 	"github.com/duraton/duraton/delivery/urlgroup"
@@ -132,7 +133,9 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	require.NoError(t, err)
 	env.Metrics.WatchEngine(env.Engine.Stats)
 	sched := schedule.New(schedule.Config{Logger: quiet}, twice, env.Engine)
-	cfg := Config{CheckDestination: policy.CheckURL, Metrics: env.Metrics.Handler(opts.metricsToken), Schedules: sched,
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, twice, env.Engine)
+	require.NoError(t, err)
+	cfg := Config{Native: nat, CheckDestination: policy.CheckURL, Metrics: env.Metrics.Handler(opts.metricsToken), Schedules: sched,
 		URLGroups: urlgroup.New(urlgroup.Config{}, twice), AdminToken: opts.adminToken, Backup: store.Backup, Logger: quiet}
 	if opts.config != nil {
 		opts.config(&cfg)

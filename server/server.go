@@ -67,6 +67,9 @@ type Config struct {
 	// Console serves the browser console under /console (package server/console).
 	// Default: those paths answer 404.
 	Console http.Handler
+	// Native serves the native API at the root paths (apps, workflows, events;
+	// native-api.md) with the project's token. Default: those routes answer 404.
+	Native Native
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives request errors. Default slog.Default().
@@ -200,6 +203,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)
 	(&keyHandlers{engine: engine}).register(v2)
+	(&nativeHandlers{native: cfg.Native, cfg: cfg}).register(e.Group("", auth.middleware, hopLimit(cfg.MaxHops)))
 	s := &Server{cfg: cfg, echo: e}
 	(&healthHandlers{engine: engine, draining: &s.draining}).register(e)
 	e.GET("/metrics", s.metrics)

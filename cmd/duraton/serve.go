@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/delivery/schedule"
 	"github.com/duraton/duraton/delivery/urlgroup"
@@ -98,6 +99,10 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, store, engine)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Config{
 		MaxBodyBytes:     f.MaxBodyBytes,
 		HookRate:         float64(f.HookRate),
@@ -106,6 +111,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		Metrics:          mtr.Handler(f.MetricsToken),
 		Schedules:        sched,
 		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
+		Native:           nat,
 		AdminToken:       f.AdminToken,
 		Backup:           store.Backup,
 		Console:          cons,

@@ -54,6 +54,10 @@ const (
 	// its message's count + 1, and a publish that arrives with it gives its messages that
 	// count (Duraton's own header; the server refuses requests at its hop limit).
 	HeaderHops = "Duraton-Hops"
+	// HeaderDuratonWorkflow and HeaderDuratonApp name the native workflow (and its app)
+	// on every delivery of a run started by an event (native-api.md).
+	HeaderDuratonWorkflow = "Duraton-Workflow"
+	HeaderDuratonApp      = "Duraton-App"
 
 	// Workflow delivery headers (server → endpoint, protocol §5).
 	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"

@@ -1,0 +1,287 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/sdk/wire"
+	"github.com/duraton/duraton/storage"
+)
+
+// MaxDedupeIDLen caps an event dedupeId.
+const MaxDedupeIDLen = 256
+
+// Event is a stored event; EventRun what one workflow did with it.
+type (
+	Event    = storage.Event
+	EventRun = storage.EventRun
+)
+
+// EventIn is one event of a POST /events request.
+type EventIn struct {
+	Name     string          `json:"name"`
+	Data     json.RawMessage `json:"data"`
+	DedupeID string          `json:"dedupeId"`
+}
+
+// EventResult answers one event: its id and what each matching workflow did; Deduped
+// when its dedupeId was seen within the window (Id is then the first event's id).
+type EventResult struct {
+	ID      string     `json:"id"`
+	Deduped bool       `json:"deduped,omitempty"`
+	Runs    []EventRun `json:"runs"`
+}
+
+// ParseEvents reads a POST /events body: one event object or an array of them (at most
+// Config.MaxEventsPerRequest, else ErrLimit), strictly.
+func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
+	t := bytes.TrimSpace(body)
+	var items []json.RawMessage
+	single := len(t) > 0 && t[0] == '{'
+	if single {
+		items = []json.RawMessage{t}
+	} else if err := json.Unmarshal(t, &items); err != nil || items == nil {
+		return nil, invalid("the body must be an event {\"name\", \"data\", \"dedupeId\"} or an array of events")
+	}
+	if len(items) == 0 {
+		return nil, invalid("the array holds no event")
+	}
+	if len(items) > s.cfg.MaxEventsPerRequest {
+		return nil, fmt.Errorf("%w: %d events in one request, the limit is %d", ErrLimit, len(items), s.cfg.MaxEventsPerRequest)
+	}
+	out := make([]EventIn, len(items))
+	for i, it := range items {
+		who := fmt.Sprintf("events[%d]", i)
+		if single {
+			who = "event"
+		}
+		var in struct {
+			Name     string          `json:"name"`
+			Data     json.RawMessage `json:"data"`
+			DedupeID *string         `json:"dedupeId"`
+		}
+		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId"}, &in); err != nil {
+			var fe *flowctl.FieldError
+			if errors.As(err, &fe) {
+				return nil, invalid("%s", fe.Error())
+			}
+			return nil, invalid("%s: %v", who, err)
+		}
+		if err := checkEventName(in.Name); err != nil {
+			return nil, invalid("%s.name: %v", who, err)
+		}
+		out[i] = EventIn{Name: in.Name, Data: in.Data}
+		if d := in.DedupeID; d != nil {
+			if *d == "" || len(*d) > MaxDedupeIDLen || !validText(*d) {
+				return nil, invalid("%s.dedupeId: want 1 to %d bytes of text", who, MaxDedupeIDLen)
+			}
+			out[i].DedupeID = *d
+		}
+		if out[i].Data == nil {
+			out[i].Data = json.RawMessage("null")
+		}
+	}
+	return out, nil
+}
+
+// IsEventID reports whether id has the shape of an event id (a listing cursor).
+func IsEventID(id string) bool {
+	p := storage.PrefixEvent
+	if !strings.HasPrefix(id, p) || len(id) != len(p)+24 {
+		return false
+	}
+	for _, c := range id[len(p):] {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
+func validText(s string) bool {
+	return !strings.ContainsRune(s, 0) && strings.ToValidUTF8(s, "") == s
+}
+
+// SendEvents stores events and fans each out to every workflow whose trigger names it,
+// through the workflow's gates, in one transaction: when it returns, the events, their
+// runs, the gate states and the waiters they woke are durable.
+func (s *Service) SendEvents(ctx context.Context, project string, events []EventIn) ([]EventResult, error) {
+	return delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) ([]EventResult, error) {
+		out := make([]EventResult, len(events))
+		for i, in := range events {
+			r, err := s.sendTx(n, project, in)
+			if err != nil {
+				return nil, fmt.Errorf("events[%d]: %w", i, err)
+			}
+			out[i] = r
+		}
+		return out, nil
+	})
+}
+
+// sendTx handles one event inside the transaction.
+func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (EventResult, error) {
+	tx, now := n.Tx, n.Now
+	if in.DedupeID != "" {
+		rec, err := tx.EventDedup(project, in.DedupeID)
+		switch {
+		case err == nil && rec.ExpiresAt > now.UnixMilli():
+			return EventResult{ID: rec.MessageID, Deduped: true, Runs: []EventRun{}}, nil
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return EventResult{}, err
+		}
+	}
+	ev := Event{ID: s.ids.New(storage.PrefixEvent, now), Name: in.Name, Data: in.Data, DedupeID: in.DedupeID, Ts: now.UnixMilli(), Runs: []EventRun{}}
+	defs, err := tx.TriggeredBy(project, in.Name)
+	if err != nil {
+		return EventResult{}, err
+	}
+	for i := range defs {
+		d := &defs[i]
+		v, err := admit(tx, project, d, in.Data, now)
+		if err != nil {
+			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
+		}
+		switch {
+		case v.deduped:
+			ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, Deduped: true})
+			continue
+		case v.dropped:
+			ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, Dropped: true})
+			continue
+		}
+		if err := v.commit(tx, project); err != nil {
+			return EventResult{}, err
+		}
+		pub, err := runPublication(project, d, &ev)
+		if err != nil {
+			return EventResult{}, err
+		}
+		res, err := n.StartRun(pub)
+		if err != nil {
+			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
+		}
+		if res.Deduplicated { // a fresh random run id cannot be live: a broken invariant
+			return EventResult{}, fmt.Errorf("workflow %q: run id %q already live", d.Name, pub.Message.RunID)
+		}
+		ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, RunID: pub.Message.RunID})
+	}
+	if _, err := n.Notify(project, in.Name, in.Data); err != nil {
+		return EventResult{}, err
+	}
+	if in.DedupeID != "" {
+		exp := now.Add(s.cfg.EventDedupWindow).UnixMilli()
+		if err := tx.PutEventDedup(project, in.DedupeID, &storage.DedupRecord{MessageID: ev.ID, ExpiresAt: exp}); err != nil {
+			return EventResult{}, err
+		}
+	}
+	if err := tx.PutEvent(project, &ev); err != nil {
+		return EventResult{}, err
+	}
+	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
+}
+
+// payloadEvent is one event as the workflow endpoint receives it.
+type payloadEvent struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data"`
+	Ts   int64           `json:"ts"`
+}
+
+// payload is a run's initial payload (native-api.md, "What the endpoint receives"): the
+// first event at the top level and every event in events.
+type payload struct {
+	payloadEvent
+	Events []payloadEvent `json:"events"`
+}
+
+// runPublication builds the message that creates a run of d for ev: what the official
+// SDK's trigger would publish (the Upstash-Workflow-Sdk-Version forwarded on the first
+// delivery, a failure callback to the workflow URL), plus Duraton-Workflow and
+// Duraton-App on every delivery.
+func runPublication(project string, d *Workflow, ev *Event) (delivery.Publication, error) {
+	pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
+	body, err := wire.CompactJSON(payload{payloadEvent: pe, Events: []payloadEvent{pe}})
+	if err != nil {
+		return delivery.Publication{}, fmt.Errorf("event payload: %w", err)
+	}
+	runID := newRunID()
+	own := map[string][]string{
+		wire.HeaderDuratonWorkflow: {d.Name},
+		wire.HeaderDuratonApp:      {d.App},
+	}
+	header := map[string][]string{
+		wire.HeaderContentType:        {"application/json"},
+		wire.HeaderWorkflowSdkVersion: {wire.SdkVersion},
+	}
+	for k, v := range own {
+		header[k] = v
+	}
+	failureHeader := map[string][]string{
+		wire.PrefixWorkflow + "Is-Failure": {"true"},
+		wire.HeaderWorkflowFailureCallback: {"true"},
+	}
+	for k, v := range own {
+		failureHeader[k] = v
+	}
+	m := &delivery.Message{
+		Project: project, URL: d.URL, Method: http.MethodPost, Header: header, Body: body,
+		Retries: d.Retries, RunID: runID,
+		FailureCallback: &delivery.CallbackSpec{
+			URL: d.URL, Method: http.MethodPost, Header: failureHeader, Retries: d.Retries,
+			RunID: runID, CallType: delivery.CallFailure,
+		},
+	}
+	return delivery.Publication{Message: m, Init: &delivery.RunInit{URL: d.URL, DetectTrigger: true}}, nil
+}
+
+func newRunID() string {
+	var b [15]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return "wfr_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Events lists recent events newest first (name filters when set), limit per page, from
+// the cursor of the previous page; it returns the next page's cursor ("" at the end).
+func (s *Service) Events(ctx context.Context, project, name, cursor string, limit int) ([]Event, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	var (
+		out  []Event
+		next string
+	)
+	err := s.store.View(func(tx *storage.Tx) error {
+		var err error
+		out, next, err = tx.Events(project, name, cursor, limit, 10*limit)
+		return err
+	})
+	return out, next, err
+}
+
+// Event reads one event with what each workflow did with it.
+func (s *Service) Event(ctx context.Context, project, id string) (*Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out *Event
+	err := s.store.View(func(tx *storage.Tx) error {
+		e, err := tx.Event(project, id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("event %q: %w", id, ErrNotFound)
+		}
+		out = e
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,89 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/storage"
+)
+
+// Errors of the native operations; the server maps them to HTTP.
+var (
+	// ErrInvalid is a bad definition or event (400); the text names the workflow or
+	// event and the field.
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound is an unknown app, workflow or event (404).
+	ErrNotFound = fmt.Errorf("native: %w", storage.ErrNotFound)
+	// ErrConflict is a workflow name owned by another app (409).
+	ErrConflict = errors.New("workflow name conflict")
+	// ErrLimit is a count over its limit (412).
+	ErrLimit = errors.New("limit reached")
+)
+
+// Store is what the unit reads outside the engine's transactions.
+type Store interface {
+	View(fn func(*storage.Tx) error) error
+}
+
+var _ Store = (*storage.Store)(nil)
+
+// Config configures the unit. Zero fields take the documented defaults.
+type Config struct {
+	// MaxApps caps a project's apps. Default 1,000.
+	MaxApps int
+	// MaxWorkflowsPerApp caps one app's workflows. Default 1,000.
+	MaxWorkflowsPerApp int
+	// MaxEventsPerRequest caps the events of one POST /events. Default 1,000.
+	MaxEventsPerRequest int
+	// EventDedupWindow is how long an event dedupeId is remembered. Default 24 h.
+	EventDedupWindow time.Duration
+	// CheckURL validates a workflow URL like a publish destination (required).
+	CheckURL func(raw string) (*url.URL, error)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxApps <= 0 {
+		c.MaxApps = 1000
+	}
+	if c.MaxWorkflowsPerApp <= 0 {
+		c.MaxWorkflowsPerApp = 1000
+	}
+	if c.MaxEventsPerRequest <= 0 {
+		c.MaxEventsPerRequest = 1000
+	}
+	if c.EventDedupWindow <= 0 {
+		c.EventDedupWindow = 24 * time.Hour
+	}
+	return c
+}
+
+// Service is the native-workflow unit of every project.
+type Service struct {
+	cfg    Config
+	store  Store
+	engine *delivery.Engine
+	ids    storage.IDGen
+}
+
+// New builds the unit over the engine and its store. Its transactions take their time
+// from the engine's clock.
+func New(cfg Config, store Store, engine *delivery.Engine) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if cfg.CheckURL == nil {
+		return nil, errors.New("native: Config.CheckURL is required")
+	}
+	if engine == nil || store == nil {
+		return nil, errors.New("native: an engine and a store are required")
+	}
+	return &Service{cfg: cfg, store: store, engine: engine}, nil
+}
+
+// MaxEventsPerRequest is the configured cap of one POST /events.
+func (s *Service) MaxEventsPerRequest() int { return s.cfg.MaxEventsPerRequest }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -1,0 +1,73 @@
+package flowctl
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// CheckKeyPath checks a dotted field path into an event's data ("accountId", "user.id"):
+// 1–MaxKeyPathLen bytes, no empty segment (so no leading, trailing or doubled dot).
+// Paths are field paths, not expressions: any other character is part of a field name.
+func CheckKeyPath(path string) error {
+	if path == "" {
+		return errors.New("the key path is empty")
+	}
+	if len(path) > MaxKeyPathLen {
+		return fmt.Errorf("the key path is %d bytes, the limit is %d", len(path), MaxKeyPathLen)
+	}
+	for i, seg := range strings.Split(path, ".") {
+		if seg == "" {
+			return fmt.Errorf("malformed key path %q: segment %d is empty (no leading, trailing or doubled dot)", path, i+1)
+		}
+	}
+	return nil
+}
+
+// ResolveKey resolves a checked key path in an event's data to the key value it names, as
+// a canonical JSON scalar: a string keeps its quotes, so 1 and "1" differ and the string
+// "null" is a real value. A missing field or a non-scalar value (object, array, null)
+// returns ok false: the event falls into the whole-workflow scope. An empty path is the
+// whole-workflow scope too.
+func ResolveKey(data json.RawMessage, path string) (value string, ok bool) {
+	if path == "" {
+		return "", false
+	}
+	cur := data
+	for _, seg := range strings.Split(path, ".") {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(cur, &obj) != nil || obj == nil {
+			return "", false
+		}
+		next, found := obj[seg]
+		if !found {
+			return "", false
+		}
+		cur = next
+	}
+	cur = bytes.TrimSpace(cur)
+	if len(cur) == 0 {
+		return "", false
+	}
+	switch cur[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(cur, &s) != nil {
+			return "", false
+		}
+		b, _ := json.Marshal(s) // one spelling per string, whatever escapes the event used
+		return string(b), true
+	case 't', 'f':
+		return string(cur), true
+	case '{', '[', 'n':
+		return "", false
+	default:
+		var n json.Number
+		if json.Unmarshal(cur, &n) != nil {
+			return "", false
+		}
+		return n.String(), true
+	}
+}

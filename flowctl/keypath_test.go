@@ -1,0 +1,49 @@
+package flowctl
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckKeyPath(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"accountId", "user.id", "a.b.c", "x-y", "0"} {
+		require.NoError(t, CheckKeyPath(ok), ok)
+	}
+	for _, bad := range []string{"", ".a", "a.", "a..b", ".", string(make([]byte, MaxKeyPathLen+1))} {
+		require.Error(t, CheckKeyPath(bad), "%q", bad)
+	}
+}
+
+// TestResolveKey is the table of flow-control.md §B "Keys".
+func TestResolveKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		data, path string
+		want       string
+		ok         bool
+	}{
+		{`{"user":"a"}`, "user", `"a"`, true},
+		{`{}`, "user", "", false},
+		{`{"user":{"id":1}}`, "user", "", false},
+		{`{"user":{"id":1}}`, "user.id", "1", true},
+		{`{"user":null}`, "user", "", false},
+		{`{"user":"null"}`, "user", `"null"`, true},
+		{`{"user":"1"}`, "user", `"1"`, true},
+		{`{"user":1}`, "user", `1`, true},
+		{`{"user":true}`, "user", `true`, true},
+		{`{"user":[1]}`, "user", "", false},
+		{`{"user":"\u0061"}`, "user", `"a"`, true},
+		{`{"user":{"id":{"x":1}}}`, "user.id.x", "1", true},
+		{`{"user":"a"}`, "user.id", "", false},
+		{`[1,2]`, "user", "", false},
+		{`"text"`, "user", "", false},
+		{`{"user":"a"}`, "", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := ResolveKey([]byte(tt.data), tt.path)
+		require.Equal(t, tt.ok, ok, "%s %s", tt.data, tt.path)
+		require.Equal(t, tt.want, got, "%s %s", tt.data, tt.path)
+	}
+}
