@@ -361,6 +361,32 @@ func TestConsoleBrowserDev(t *testing.T) {
 		b.waitText(t, "#live", "The DLQ is empty.")
 	})
 
+	t.Run("WorkflowsAndEvents", func(t *testing.T) {
+		native := func(method, path, body string) string {
+			req, err := http.NewRequest(method, p.URL+path, strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+p.Token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := newAPIClient(t, 10*time.Second).Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			out, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Less(t, resp.StatusCode, 300, "%s %s: %s", method, path, out)
+			return string(out)
+		}
+		native(http.MethodPut, "/apps/shop", `{"workflows":[{"name":"greet","url":"`+ep.URL+`/wf",`+
+			`"triggers":[{"event":"user.signed_up"}],"rateLimit":{"limit":1,"perMs":60000}}]}`)
+		native(http.MethodPost, "/events", `[{"name":"user.signed_up","data":{"name":"Di"}},{"name":"user.signed_up","data":{"name":"Ed"}}]`)
+		b.navigate(t, console+"/workflows")
+		b.waitText(t, `tr[data-workflow="greet"]`, "rate limit: 1 events per 1m")
+		b.screenshot(t, t.TempDir(), "workflows.png")
+		b.navigate(t, console+"/events")
+		b.waitText(t, "#live", "greet: dropped (rate limit)")
+		require.Contains(t, b.text(t, "#live"), "greet: run ")
+		b.screenshot(t, t.TempDir(), "events.png")
+	})
+
 	t.Run("PostWithoutCSRFRefused", func(t *testing.T) {
 		b.navigate(t, console+"/keys")
 		cctx, cancel := b.timeout()

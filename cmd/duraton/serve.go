@@ -90,16 +90,16 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	mtr.WatchEngine(engine.Stats)
 	sched := schedule.New(schedule.Config{Logger: log}, store, engine)
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, store, engine)
+	if err != nil {
+		return err
+	}
 	cons, err := console.New(console.Config{
-		Dev: m == modeDev, DevProject: project.ID, Logger: log,
+		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat,
 		ProjectForToken: func(ctx context.Context, token string) (string, error) {
 			return engine.ProjectForToken(ctx, server.TokenHash(token))
 		},
 	}, engine)
-	if err != nil {
-		return err
-	}
-	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, store, engine)
 	if err != nil {
 		return err
 	}

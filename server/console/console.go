@@ -50,6 +50,9 @@ type Config struct {
 	LoginFailures int
 	// Refresh is how often live parts of a page poll. Default 3s.
 	Refresh time.Duration
+	// Native feeds the Workflows and Events pages (nil: they say native workflows are
+	// not enabled).
+	Native NativeReads
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives errors. Default slog.Default().
@@ -131,6 +134,8 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	})
+	mux.HandleFunc("GET /console/workflows", c.withSession(c.workflows))
+	mux.HandleFunc("GET /console/events", c.withSession(c.events))
 	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
 	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))
 	mux.HandleFunc("POST /console/runs/{id}/cancel", c.withSession(c.cancelRun))

@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/deliverytest"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/storage"
@@ -32,6 +34,7 @@ const (
 // on a loopback HTTP server.
 type env struct {
 	engine  *delivery.Engine
+	native  *native.Service
 	console *Console
 	url     string
 }
@@ -56,12 +59,18 @@ func newEnv(t *testing.T, cfg Config) *env {
 			return engine.ProjectForToken(ctx, server.TokenHash(token))
 		}
 	}
+	policy := netguard.Policy{Allow: netguard.LoopbackPrefixes()}
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, store, engine)
+	require.NoError(t, err)
+	if cfg.Native == nil {
+		cfg.Native = nat
+	}
 	cfg.Logger = log
 	c, err := New(cfg, engine)
 	require.NoError(t, err)
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return &env{engine: engine, console: c, url: srv.URL}
+	return &env{engine: engine, native: nat, console: c, url: srv.URL}
 }
 
 // visitor is a browser-like client: a cookie jar, no redirects followed.
@@ -317,7 +326,7 @@ func TestStrictCSP(t *testing.T) {
 	pages := map[string]string{"/console/login": body}
 	require.Equal(t, csp, h.Get("Content-Security-Policy"))
 	v.login(tokenA)
-	for _, path := range []string{"/console/", "/console/runs", "/console/keys", "/console/messages", "/console/dlq", "/console/nope"} {
+	for _, path := range []string{"/console/", "/console/workflows", "/console/runs", "/console/keys", "/console/messages", "/console/dlq", "/console/events", "/console/nope"} {
 		_, h, body := v.get(path)
 		require.Equal(t, csp, h.Get("Content-Security-Policy"), path)
 		require.Equal(t, "DENY", h.Get("X-Frame-Options"))
@@ -427,4 +436,46 @@ func TestConfigValidated(t *testing.T) {
 	require.ErrorContains(t, err, "DevProject is required")
 	_, err = New(Config{Dev: true, DevProject: "p", SessionTTL: -1}, nil)
 	require.ErrorContains(t, err, "must not be negative")
+}
+
+// The Workflows page says each workflow's controls in words; the Events page says what
+// each workflow did with an event; another project sees neither.
+func TestWorkflowsAndEventsPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	ep := deliverytest.NewEndpoint(t, nil)
+	defs, err := e.native.ParseApp("shop", []byte(`{"workflows":[
+		{"name":"sync.account","url":"`+ep.URL("/sync")+`","triggers":[{"event":"account.updated"}],
+		 "concurrency":{"limit":5,"key":"event.data.accountId"},"rateLimit":{"limit":1,"perMs":60000}}]}`))
+	require.NoError(t, err)
+	_, err = e.native.PutApp(t.Context(), "a", "shop", defs)
+	require.NoError(t, err)
+	res, err := e.native.SendEvents(t.Context(), "a", []native.EventIn{
+		{Name: "account.updated", Data: []byte(`{"accountId":7}`)},
+		{Name: "account.updated", Data: []byte(`{"accountId":7}`)},
+	})
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+
+	a := e.visitor(t)
+	a.login(tokenA)
+	status, _, body := a.get("/console/workflows")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, "sync.account")
+	require.Contains(t, body, "at most 5 running per event.data.accountId")
+	require.Contains(t, body, "rate limit: 1 events per 1m, the rest dropped")
+	require.Contains(t, body, "account.updated")
+
+	status, _, body = a.get("/console/events?name=account.updated")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, res[0].ID)
+	require.Contains(t, body, "sync.account: run "+res[0].Runs[0].RunID)
+	require.Contains(t, body, "sync.account: dropped (rate limit)")
+
+	b := e.visitor(t)
+	b.login(tokenB)
+	_, _, body = b.get("/console/workflows")
+	require.NotContains(t, body, "sync.account", "another project's workflows")
+	_, _, body = b.get("/console/events")
+	require.NotContains(t, body, res[0].ID, "another project's events")
 }

@@ -1,0 +1,185 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/duraton/duraton/delivery/native"
+	"github.com/duraton/duraton/flowctl"
+)
+
+// NativeReads is what the Workflows and Events pages read of native workflows
+// (delivery/native.Service implements it).
+type NativeReads interface {
+	Workflows(ctx context.Context, project, app string) ([]native.Workflow, error)
+	Events(ctx context.Context, project, name, cursor string, limit int) ([]native.Event, string, error)
+}
+
+var _ NativeReads = (*native.Service)(nil)
+
+// listWorkflows caps the workflows a page shows.
+const listWorkflows = 500
+
+type workflowsData struct {
+	Enabled   bool
+	Workflows []workflowRow
+	More      bool
+}
+
+type workflowRow struct {
+	Name, App, URL string
+	Triggers       []string
+	Controls       []string // each control in words
+	Retries        int
+}
+
+func (c *Console) workflows(w http.ResponseWriter, r *http.Request) {
+	d := workflowsData{Enabled: c.cfg.Native != nil}
+	if d.Enabled {
+		defs, err := c.cfg.Native.Workflows(r.Context(), sessionOf(r).project, "")
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		if len(defs) > listWorkflows {
+			defs, d.More = defs[:listWorkflows], true
+		}
+		for _, def := range defs {
+			row := workflowRow{Name: def.Name, App: def.App, URL: def.URL, Retries: def.Retries, Controls: controlsInWords(def.FlowControl)}
+			for _, t := range def.Triggers {
+				row.Triggers = append(row.Triggers, t.Event)
+			}
+			d.Workflows = append(d.Workflows, row)
+		}
+	}
+	c.render(w, r, http.StatusOK, "workflows", pageData{Title: "Workflows", Nav: "workflows", Data: d})
+}
+
+// controlsInWords says what a workflow's controls do, one phrase per control.
+func controlsInWords(fc flowctl.Controls) []string {
+	var out []string
+	per := func(ms int64) string { return fmtMs(ms) }
+	key := func(k string) string {
+		if k == "" {
+			return ""
+		}
+		return " per " + k
+	}
+	for _, cc := range fc.Concurrency {
+		out = append(out, fmt.Sprintf("at most %d running%s", cc.Limit, key(cc.Key)))
+	}
+	if t := fc.Throttle; t != nil {
+		out = append(out, fmt.Sprintf("throttle: %d starts per %s%s", t.Limit, per(t.PerMs), key(t.Key)))
+	}
+	if t := fc.RateLimit; t != nil {
+		out = append(out, fmt.Sprintf("rate limit: %d events per %s%s, the rest dropped", t.Limit, per(t.PerMs), key(t.Key)))
+	}
+	if d := fc.Debounce; d != nil {
+		out = append(out, fmt.Sprintf("debounce: starts %s after the last event%s", per(d.PeriodMs), key(d.Key)))
+	}
+	if b := fc.Batch; b != nil {
+		out = append(out, fmt.Sprintf("batch: up to %d events or %s%s", b.MaxSize, per(b.TimeoutMs), key(b.Key)))
+	}
+	if p := fc.Priority; p != nil {
+		out = append(out, fmt.Sprintf("priority: runs as if enqueued %s earlier", per(p.ShiftMs)))
+	}
+	if s := fc.Singleton; s != nil {
+		out = append(out, fmt.Sprintf("singleton (%s)%s", s.Mode, key(s.Key)))
+	}
+	if i := fc.Idempotency; i != nil {
+		out = append(out, fmt.Sprintf("idempotency: one run per %s%s", per(i.PeriodMs), key(i.Key)))
+	}
+	if cp := fc.Cap; cp != nil {
+		out = append(out, "AI spend cap (not enforced yet)")
+	}
+	if tt := fc.TokenThrottle; tt != nil {
+		out = append(out, "AI token throttle (not enforced yet)")
+	}
+	return out
+}
+
+// fmtMs writes a period in the largest whole unit.
+func fmtMs(ms int64) string {
+	for _, u := range []struct {
+		ms   int64
+		name string
+	}{{86_400_000, "d"}, {3_600_000, "h"}, {60_000, "m"}, {1000, "s"}} {
+		if ms >= u.ms && ms%u.ms == 0 {
+			return fmt.Sprintf("%d%s", ms/u.ms, u.name)
+		}
+	}
+	return fmt.Sprintf("%dms", ms)
+}
+
+type eventsData struct {
+	Enabled bool
+	Name    string
+	Events  []eventRow
+	Next    string
+}
+
+type eventRow struct {
+	ID, Name string
+	Ts       int64
+	Data     string
+	Outcomes []string // what each workflow did
+}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request) {
+	name, err := query(r, "name")
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	cursor, err := query(r, "cursor")
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	d := eventsData{Enabled: c.cfg.Native != nil, Name: name}
+	if d.Enabled {
+		evs, next, err := c.cfg.Native.Events(r.Context(), sessionOf(r).project, name, cursor, listEntries)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.Next = next
+		for _, ev := range evs {
+			row := eventRow{ID: ev.ID, Name: ev.Name, Ts: ev.Ts, Data: showBytes(ev.Data)}
+			for _, run := range ev.Runs {
+				row.Outcomes = append(row.Outcomes, run.Workflow+": "+outcome(run))
+			}
+			d.Events = append(d.Events, row)
+		}
+	}
+	c.render(w, r, http.StatusOK, "events", pageData{Title: "Events", Nav: "events", Data: d})
+}
+
+// outcome says what one workflow did with an event.
+func outcome(r native.EventRun) string {
+	var parts []string
+	switch {
+	case r.Dropped:
+		parts = append(parts, "dropped (rate limit)")
+	case r.Deduped:
+		parts = append(parts, "deduplicated (idempotency)")
+	case r.Skipped:
+		parts = append(parts, "skipped (singleton)")
+	case r.Debounced:
+		parts = append(parts, "debounced")
+	case r.Batched:
+		parts = append(parts, "batched")
+	}
+	if r.RunID != "" {
+		parts = append(parts, "run "+r.RunID)
+	}
+	if r.HolderRunID != "" {
+		parts = append(parts, "held by run "+r.HolderRunID)
+	}
+	if len(parts) == 0 {
+		return "no run"
+	}
+	return strings.Join(parts, ", ")
+}
