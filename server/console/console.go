@@ -145,6 +145,7 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	mux.HandleFunc("GET /console/dlq", c.withSession(c.dlq))
 	mux.HandleFunc("GET /console/dlq/{id}", c.withSession(c.dlqEntry))
 	mux.HandleFunc("POST /console/dlq/action", c.withSession(c.dlqAction))
+	mux.HandleFunc("POST /console/dlq/bulk", c.withSession(c.dlqBulk))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "no such console page")
 	})

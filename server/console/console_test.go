@@ -149,16 +149,16 @@ func deadLetter(t *testing.T, e *env, project, dest string) string {
 	t.Helper()
 	res, err := e.engine.Publish(t.Context(), []*delivery.Message{{Project: project, URL: dest, Method: "POST", Body: []byte("b-body")}})
 	require.NoError(t, err)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var id string
+	deliverytest.Eventually(t, 10*time.Second, "a dead letter for "+res[0].MessageID, func() bool {
 		entries, _, err := e.engine.DLQ(t.Context(), project, "", 10, func(d *delivery.DLQEntry) bool { return d.Message.ID == res[0].MessageID })
 		require.NoError(t, err)
 		if len(entries) == 1 {
-			return entries[0].DLQID
+			id = entries[0].DLQID
 		}
-		require.True(t, time.Now().Before(deadline), "no dead letter for %s", res[0].MessageID)
-		time.Sleep(20 * time.Millisecond) // bounded wait for the engine's delivery
-	}
+		return id != ""
+	})
+	return id
 }
 
 func TestServeLoginRequired(t *testing.T) {
@@ -478,4 +478,35 @@ func TestWorkflowsAndEventsPages(t *testing.T) {
 	require.NotContains(t, body, "sync.account", "another project's workflows")
 	_, _, body = b.get("/console/events")
 	require.NotContains(t, body, res[0].ID, "another project's events")
+}
+
+// Bulk DLQ actions take the selected dead letters of the session's project: all of them
+// or, when one is not the project's, none.
+func TestDLQBulkActions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	fail := failingEndpoint(t)
+	first, second := deadLetter(t, e, "a", fail), deadLetter(t, e, "a", fail)
+	other := deadLetter(t, e, "b", fail)
+	v := e.visitor(t)
+	v.login(tokenA)
+	token := v.csrf("/console/dlq")
+	remaining := func(project string) int {
+		entries, _, err := e.engine.DLQ(t.Context(), project, "", 10, func(*delivery.DLQEntry) bool { return true })
+		require.NoError(t, err)
+		return len(entries)
+	}
+
+	status, _, _ := v.post("/console/dlq/bulk", url.Values{"csrf": {token}, "op": {"delete-selected"}})
+	require.Equal(t, http.StatusBadRequest, status, "nothing selected")
+	status, _, _ = v.post("/console/dlq/bulk", url.Values{"csrf": {token}, "op": {"delete-selected"}, "id": {first, other}})
+	require.Equal(t, http.StatusNotFound, status, "another project's dead letter")
+	require.Equal(t, 2, remaining("a"), "a refused bulk action changes nothing")
+	require.Equal(t, 1, remaining("b"))
+	status, _, _ = v.post("/console/dlq/bulk", url.Values{"csrf": {token}, "op": {"shred"}, "id": {first}})
+	require.Equal(t, http.StatusBadRequest, status)
+
+	require.NoError(t, v.postOK("/console/dlq/bulk", url.Values{"csrf": {token}, "op": {"delete-selected"}, "id": {first, second}}))
+	require.Equal(t, 0, remaining("a"))
+	require.Equal(t, 1, remaining("b"), "the other project's dead letter stays")
 }

@@ -2,6 +2,8 @@ package console
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -252,6 +254,61 @@ func (c *Console) dlqAction(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.fail(w, r, http.StatusBadRequest, "op: want retry or delete, got "+quoteShort(op))
 		return
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/console/dlq", http.StatusSeeOther)
+}
+
+// dlqBulk retries or deletes the selected dead letters (at most a page of them). Every
+// selected id must be one of the project's dead letters, else nothing changes.
+func (c *Console) dlqBulk(w http.ResponseWriter, r *http.Request) {
+	project, ids := sessionOf(r).project, r.PostForm["id"]
+	if len(ids) == 0 || len(ids) > listEntries {
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("id: select 1 to %d dead letters, got %d", listEntries, len(ids)))
+		return
+	}
+	op := r.PostForm.Get("op")
+	if op != "retry-selected" && op != "delete-selected" {
+		c.fail(w, r, http.StatusBadRequest, "op: want retry-selected or delete-selected, got "+quoteShort(op))
+		return
+	}
+	selected := map[string]bool{}
+	for _, id := range ids {
+		if id == "" || len(id) > maxQuery {
+			c.fail(w, r, http.StatusBadRequest, "id: a selected dead letter id is empty or too long")
+			return
+		}
+		selected[id] = true
+	}
+	entries, _, err := c.engine.DLQ(r.Context(), project, "", len(selected), func(d *delivery.DLQEntry) bool { return selected[d.DLQID] })
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if len(entries) != len(selected) {
+		c.failErr(w, r, delivery.ErrNotFound) // another project's, or gone meanwhile
+		return
+	}
+	if op == "delete-selected" {
+		_, err = c.engine.DeleteDLQ(r.Context(), project, slices.Collect(maps.Keys(selected)))
+	} else {
+		var runs, plain []string
+		for _, d := range entries {
+			if d.Message.RunID != "" {
+				runs = append(runs, d.DLQID)
+			} else {
+				plain = append(plain, d.DLQID)
+			}
+		}
+		if len(runs) > 0 {
+			_, err = c.engine.ResumeRuns(r.Context(), project, runs, false, nil)
+		}
+		if err == nil && len(plain) > 0 {
+			_, err = c.engine.RetryDLQ(r.Context(), project, plain)
+		}
 	}
 	if err != nil {
 		c.failErr(w, r, err)
