@@ -75,6 +75,24 @@ func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
 	return len(res), nil
 }
 
+// CancelRun cancels a live run inside the transaction (a singleton's holder, replaced by
+// the run the same transaction starts). It reports whether the run was live.
+func (n *NativeTx) CancelRun(project, runID string) (bool, error) {
+	run, err := n.Tx.Run(project, runID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil || !run.Live() {
+		return false, err
+	}
+	fx, err := n.e.wf.endRunTx(n.Tx, project, run, RunCanceled, "", n.Now)
+	if err != nil {
+		return false, err
+	}
+	n.fx.merge(fx)
+	return true, nil
+}
+
 // NativeUpdate runs fn in one group-committed write transaction (see update) and, once it
 // is durable, schedules what the committed run of fn started and resumed. It returns
 // what that run of fn returned.
@@ -94,6 +112,7 @@ func NativeUpdate[T any](ctx context.Context, e *Engine, fn func(n *NativeTx) (T
 		return zero, err
 	}
 	e.disp.apply(res.n.fx)
+	e.observeRunsEnded(res.n.fx)
 	if len(res.n.pubs) > 0 {
 		e.observePublished(res.n.pubs, res.n.results)
 	}

@@ -296,6 +296,8 @@ func (t *Tx) PutEventDedup(project, dedupeID string, r *DedupRecord) error {
 type GateState struct {
 	ExpiresAt int64        `json:"expiresAt"`
 	GCRA      flowctl.GCRA `json:"gcra,omitzero"`
+	// RunID is a singleton scope's holder: the run last started in it.
+	RunID string `json:"runId,omitempty"`
 }
 
 // Gate reads the state of one gate scope; ErrNotFound when the scope has none.

@@ -90,7 +90,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	mtr.WatchEngine(engine.Stats)
 	sched := schedule.New(schedule.Config{Logger: log}, store, engine)
-	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, store, engine)
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL, Logger: log}, store, engine)
 	if err != nil {
 		return err
 	}
@@ -137,6 +137,12 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		engine.Stop()
 		return err
 	}
+	if err := nat.Start(ctx); err != nil { // fires debounce and batch deadlines, also those passed while down
+		ln.Close()
+		sched.Stop()
+		engine.Stop()
+		return err
+	}
 
 	baseURL := "http://" + ln.Addr().String()
 	if tcp, ok := ln.Addr().(*net.TCPAddr); m == modeDev && ok && !tcp.IP.IsLoopback() {
@@ -163,6 +169,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if serr := srv.Shutdown(shutCtx); serr != nil {
 		log.Warn("http shutdown", "err", serr)
 	}
+	nat.Stop()
 	sched.Stop()
 	engine.Stop()
 	return err

@@ -258,12 +258,15 @@ func (s *Service) PutApp(ctx context.Context, project, app string, defs []Workfl
 	})
 }
 
-// dropWorkflowTx removes a definition and its gate states.
+// dropWorkflowTx removes a definition, its gate states and its buffered events.
 func (s *Service) dropWorkflowTx(tx *storage.Tx, project, name string) error {
 	if err := tx.DeleteWorkflowDef(project, name); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	return tx.DeleteGatesWithPrefix(project, gatePrefix(name))
+	if err := tx.DeleteGatesWithPrefix(project, gatePrefix(name)); err != nil {
+		return err
+	}
+	return tx.DeleteGateBuffersWithPrefix(project, gatePrefix(name))
 }
 
 // DeleteApp removes an app and its workflows: no new runs start; running runs finish.

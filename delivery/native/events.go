@@ -115,7 +115,7 @@ func validText(s string) bool {
 // through the workflow's gates, in one transaction: when it returns, the events, their
 // runs, the gate states and the waiters they woke are durable.
 func (s *Service) SendEvents(ctx context.Context, project string, events []EventIn) ([]EventResult, error) {
-	return delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) ([]EventResult, error) {
+	out, err := delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) ([]EventResult, error) {
 		out := make([]EventResult, len(events))
 		for i, in := range events {
 			r, err := s.sendTx(n, project, in)
@@ -126,6 +126,18 @@ func (s *Service) SendEvents(ctx context.Context, project string, events []Event
 		}
 		return out, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out {
+		for _, run := range r.Runs {
+			if run.Debounced || run.Batched {
+				s.wake() // a buffer's deadline may now be the earliest
+				return out, nil
+			}
+		}
+	}
+	return out, nil
 }
 
 // sendTx handles one event inside the transaction.
@@ -162,18 +174,17 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 		if err := v.commit(tx, project); err != nil {
 			return EventResult{}, err
 		}
-		pub, err := runPublication(project, d, &ev)
-		if err != nil {
-			return EventResult{}, err
-		}
-		res, err := n.StartRun(pub)
+		pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
+		r, held, err := s.bufferTx(n, project, d, pe)
 		if err != nil {
 			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
 		}
-		if res.Deduplicated { // a fresh random run id cannot be live: a broken invariant
-			return EventResult{}, fmt.Errorf("workflow %q: run id %q already live", d.Name, pub.Message.RunID)
+		if !held {
+			if r, err = s.startTx(n, project, d, []payloadEvent{pe}); err != nil {
+				return EventResult{}, err
+			}
 		}
-		ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, RunID: pub.Message.RunID})
+		ev.Runs = append(ev.Runs, r)
 	}
 	if _, err := n.Notify(project, in.Name, in.Data); err != nil {
 		return EventResult{}, err
@@ -190,28 +201,19 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
 }
 
-// payloadEvent is one event as the workflow endpoint receives it.
-type payloadEvent struct {
-	ID   string          `json:"id"`
-	Name string          `json:"name"`
-	Data json.RawMessage `json:"data"`
-	Ts   int64           `json:"ts"`
-}
-
 // payload is a run's initial payload (native-api.md, "What the endpoint receives"): the
-// first event at the top level and every event in events.
+// first event at the top level and every event in events (receive order).
 type payload struct {
 	payloadEvent
 	Events []payloadEvent `json:"events"`
 }
 
-// runPublication builds the message that creates a run of d for ev: what the official
+// runPublication builds the message that creates a run of d for events: what the official
 // SDK's trigger would publish (the Upstash-Workflow-Sdk-Version forwarded on the first
 // delivery, a failure callback to the workflow URL), plus Duraton-Workflow and
 // Duraton-App on every delivery.
-func runPublication(project string, d *Workflow, ev *Event) (delivery.Publication, error) {
-	pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
-	body, err := wire.CompactJSON(payload{payloadEvent: pe, Events: []payloadEvent{pe}})
+func runPublication(project string, d *Workflow, events []payloadEvent) (delivery.Publication, error) {
+	body, err := wire.CompactJSON(payload{payloadEvent: events[0], Events: events})
 	if err != nil {
 		return delivery.Publication{}, fmt.Errorf("event payload: %w", err)
 	}

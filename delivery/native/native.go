@@ -1,9 +1,12 @@
 package native
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/duraton/duraton/delivery"
@@ -42,6 +45,13 @@ type Config struct {
 	EventDedupWindow time.Duration
 	// CheckURL validates a workflow URL like a publish destination (required).
 	CheckURL func(raw string) (*url.URL, error)
+	// Now is the flusher's clock; give it the engine's. Default time.Now.
+	Now func() time.Time
+	// FlushIdle is how long the flusher sleeps when no debounce or batch deadline is
+	// pending (a new buffer wakes it earlier). Default 1 min.
+	FlushIdle time.Duration
+	// Logger receives the flusher's errors. Default: discarded.
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -57,6 +67,15 @@ func (c Config) withDefaults() Config {
 	if c.EventDedupWindow <= 0 {
 		c.EventDedupWindow = 24 * time.Hour
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.FlushIdle <= 0 {
+		c.FlushIdle = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
@@ -66,6 +85,11 @@ type Service struct {
 	store  Store
 	engine *delivery.Engine
 	ids    storage.IDGen
+	kick   chan struct{} // wakes the flusher (capacity 1)
+
+	mu   sync.Mutex
+	stop context.CancelFunc // of the running flusher; nil when stopped
+	done chan struct{}
 }
 
 // New builds the unit over the engine and its store. Its transactions take their time
@@ -78,7 +102,7 @@ func New(cfg Config, store Store, engine *delivery.Engine) (*Service, error) {
 	if engine == nil || store == nil {
 		return nil, errors.New("native: an engine and a store are required")
 	}
-	return &Service{cfg: cfg, store: store, engine: engine}, nil
+	return &Service{cfg: cfg, store: store, engine: engine, kick: make(chan struct{}, 1)}, nil
 }
 
 // MaxEventsPerRequest is the configured cap of one POST /events.
