@@ -77,6 +77,7 @@ type apiEnv struct {
 	Server   *Server
 	Endpoint *recorder
 	Metrics  *metrics.Metrics
+	native   *native.Service // its flusher is not started: tests fire deadlines with FlushDue
 	store    *storage.Store
 	client   *http.Client
 }
@@ -133,8 +134,9 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	require.NoError(t, err)
 	env.Metrics.WatchEngine(env.Engine.Stats)
 	sched := schedule.New(schedule.Config{Logger: quiet}, twice, env.Engine)
-	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, twice, env.Engine)
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL, Now: engineCfg.Now}, twice, env.Engine)
 	require.NoError(t, err)
+	env.native = nat
 	cfg := Config{Native: nat, CheckDestination: policy.CheckURL, Metrics: env.Metrics.Handler(opts.metricsToken), Schedules: sched,
 		URLGroups: urlgroup.New(urlgroup.Config{}, twice), AdminToken: opts.adminToken, Backup: store.Backup, Logger: quiet}
 	if opts.config != nil {

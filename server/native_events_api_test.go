@@ -24,6 +24,8 @@ type eventRun struct {
 	Deduped     bool   `json:"deduped"`
 	Skipped     bool   `json:"skipped"`
 	HolderRunID string `json:"holderRunId"`
+	Debounced   bool   `json:"debounced"`
+	Batched     bool   `json:"batched"`
 }
 
 type eventResult struct {

@@ -17,13 +17,16 @@ func outcome(t *testing.T, res []eventResult) string {
 	require.Len(t, res, 1)
 	require.Len(t, res[0].Runs, 1)
 	r := res[0].Runs[0]
-	switch {
-	case r.RunID != "" && !r.Dropped && !r.Deduped:
-		return "run"
-	case r.Dropped && r.RunID == "" && !r.Deduped:
-		return "dropped"
-	case r.Deduped && r.RunID == "" && !r.Dropped:
-		return "deduped"
+	set := map[string]bool{"run": r.RunID != "", "dropped": r.Dropped, "deduped": r.Deduped,
+		"skipped": r.Skipped, "debounced": r.Debounced, "batched": r.Batched}
+	var one []string
+	for k, v := range set {
+		if v {
+			one = append(one, k)
+		}
+	}
+	if len(one) == 1 && (r.HolderRunID != "") == (one[0] == "skipped") {
+		return one[0]
 	}
 	t.Fatalf("not exactly one outcome: %+v", r)
 	return ""
