@@ -47,6 +47,14 @@ func (s *Service) bufferTx(n *delivery.NativeTx, project string, d *Workflow, ev
 	if err != nil {
 		return EventRun{}, false, err
 	}
+	if b.Deadline != 0 && b.Deadline <= now {
+		// The buffer is due and the flusher has not fired it yet: it fires now, and the
+		// event starts the next buffer (it belongs to no burst or batch that has ended).
+		if _, err := s.startTx(n, project, d, b.Events); err != nil {
+			return EventRun{}, false, err
+		}
+		b = &storage.GateBuffer{Workflow: d.Name, Gate: gate, FirstAt: now}
+	}
 	b.Received++
 	if gate == gateDebounce {
 		g := fc.Debounce
