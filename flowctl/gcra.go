@@ -34,3 +34,17 @@ func (g GCRA) Allow(limit int, period time.Duration, now time.Time) (next GCRA, 
 // Idle reports whether the scope is back to its full burst at now (its state need not
 // be kept).
 func (g GCRA) Idle(now time.Time) bool { return g.TAT <= now.UnixNano() }
+
+// Reserve books one start at now that may be delayed (throttle): it returns the state to
+// keep and when the start may go, never before now. Starts booked from one state keep
+// Allow's pace: limit at once from idle, then one every period/limit.
+func (g GCRA) Reserve(limit int, period time.Duration, now time.Time) (next GCRA, at time.Time) {
+	if limit < 1 || period <= 0 {
+		return g, now
+	}
+	t := max(int64(period)/int64(limit), 1)
+	tau := t * int64(limit-1)
+	n := now.UnixNano()
+	tat := max(g.TAT, n)
+	return GCRA{TAT: tat + t}, time.Unix(0, max(n, tat-tau))
+}

@@ -72,3 +72,57 @@ func TestGCRANeverExceeds(t *testing.T) {
 		}
 	})
 }
+
+// TestGCRAReserve: limit starts at once from idle, then one every period/limit; idle for
+// a period brings the burst back; a booked start never precedes its booking.
+func TestGCRAReserve(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var g GCRA
+	var at []time.Duration
+	for range 5 {
+		var a time.Time
+		g, a = g.Reserve(2, 10*time.Second, t0)
+		at = append(at, a.Sub(t0))
+	}
+	require.Equal(t, []time.Duration{0, 0, 5 * time.Second, 10 * time.Second, 15 * time.Second}, at)
+	// Idle long enough: burst again.
+	later := t0.Add(time.Minute)
+	g, a1 := g.Reserve(2, 10*time.Second, later)
+	_, a2 := g.Reserve(2, 10*time.Second, later)
+	require.Equal(t, later, a1)
+	require.Equal(t, later, a2)
+}
+
+// TestGCRAReserveProperty: booked starts keep the GCRA bound (burst = limit, then one
+// per period/limit), are never before their booking and come in booking order.
+func TestGCRAReserveProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		limit := rapid.IntRange(1, 5).Draw(t, "limit")
+		period := time.Duration(rapid.Int64Range(1, 10_000).Draw(t, "periodMs")) * time.Millisecond
+		now := time.Unix(0, 0)
+		var g GCRA
+		var starts []time.Time
+		for range rapid.IntRange(1, 40).Draw(t, "n") {
+			now = now.Add(time.Duration(rapid.Int64Range(0, int64(period)).Draw(t, "gap")))
+			var at time.Time
+			g, at = g.Reserve(limit, period, now)
+			if at.Before(now) {
+				t.Fatalf("start %v booked before its booking %v", at, now)
+			}
+			if len(starts) > 0 && at.Before(starts[len(starts)-1]) {
+				t.Fatalf("start %v before the previous %v", at, starts[len(starts)-1])
+			}
+			starts = append(starts, at)
+		}
+		// The GCRA bound: any j-i+1 consecutive starts span at least (j-i-limit+1)
+		// emission intervals, so a burst is at most limit and the pace one per interval.
+		iv := max(int64(period)/int64(limit), 1)
+		for i := range starts {
+			for j := i + limit; j < len(starts); j++ {
+				if d := starts[j].Sub(starts[i]); int64(d) < int64(j-i-limit+1)*iv {
+					t.Fatalf("starts %d and %d only %v apart (limit %d per %v): %v", i, j, d, limit, period, starts)
+				}
+			}
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/flowctl"
@@ -13,12 +14,13 @@ import (
 // The gates after rateLimit (flow-control.md §B): debounce | batch hold an admitted event
 // in a durable buffer whose durable deadline the flusher (flusher.go) fires; singleton
 // decides, as the run is about to be created, whether it is skipped or replaces its
-// scope's holder.
+// scope's holder; throttle delays the created run's first delivery.
 
 const (
 	gateDebounce  = "debounce"
 	gateBatch     = "batch"
 	gateSingleton = "singleton"
+	gateThrottle  = "throttle"
 )
 
 // payloadEvent is one event as the workflow endpoint receives it.
@@ -100,7 +102,12 @@ func (s *Service) flushTx(n *delivery.NativeTx, project, key string) (EventRun, 
 
 // startTx creates a run of d for events (the first is the payload's top level) after the
 // singleton gate: with a live holder in the scope, mode skip answers skipped with the
-// holder, mode cancel cancels the holder in this transaction and starts the new run.
+// holder, mode cancel cancels the holder in this transaction and starts the new run. A
+// throttle then books the run's start and delays its first delivery to it.
+//
+// The throttle books at creation: right while no concurrency gate can hold a start back.
+// When concurrency is built, the booking must move into the dispatcher's two-phase
+// admission of the first delivery (a concurrency-blocked start spends no throttle).
 func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, events []payloadEvent) (EventRun, error) {
 	var singletonKey string
 	if g := d.FlowControl.Singleton; g != nil {
@@ -128,6 +135,25 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 	pub, err := runPublication(project, d, events)
 	if err != nil {
 		return EventRun{}, err
+	}
+	if g := d.FlowControl.Throttle; g != nil {
+		// The run is created now; its first delivery waits for its start in the
+		// throttle's pace, in the engine's due index (durable like any delayed message).
+		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
+		key := gateKey(d.Name, gateThrottle, value)
+		st, err := readGate(n.Tx, project, key)
+		if err != nil {
+			return EventRun{}, err
+		}
+		var cur flowctl.GCRA
+		if st != nil {
+			cur = st.GCRA
+		}
+		next, at := cur.Reserve(g.Limit, time.Duration(g.PerMs)*time.Millisecond, n.Now)
+		if err := n.Tx.PutGate(project, key, &gateState{GCRA: next, ExpiresAt: time.Unix(0, next.TAT).UnixMilli() + 1}); err != nil {
+			return EventRun{}, err
+		}
+		pub.Message.NotBefore = (at.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 	}
 	res, err := n.StartRun(pub)
 	if err != nil {

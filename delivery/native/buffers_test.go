@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -21,6 +22,11 @@ import (
 // bubbleNode opens the data file in dir with the engine and the flusher running on the
 // bubble's clock (time.Now inside a synctest bubble).
 func bubbleNode(t *testing.T, dir string, ep *endpoint) (*node, func()) {
+	return bubbleNodeWith(t, dir, ep)
+}
+
+// bubbleNodeWith is bubbleNode with any transport.
+func bubbleNodeWith(t *testing.T, dir string, ep http.RoundTripper) (*node, func()) {
 	store, err := storage.Open(filepath.Join(dir, "duraton.db"), storage.Options{})
 	require.NoError(t, err)
 	_, err = delivery.EnsureProject(t.Context(), store, delivery.Project{ID: project, CurrentSigningKey: "sig_a", NextSigningKey: "sig_b"}, "h")

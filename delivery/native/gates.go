@@ -13,9 +13,8 @@ import (
 // checked first and only an event that passes them all writes their states (a duplicate
 // consumes no rate, a dropped event does not anchor an idempotency window).
 //
-// The gates after these are in buffers.go (debounce, batch, singleton). Not built yet:
-// throttle (before the first delivery), concurrency, project ceiling and priority (every
-// delivery).
+// The gates after these are in buffers.go (debounce, batch, singleton, throttle). Not
+// built yet: concurrency, project ceiling and priority (every delivery).
 
 // gateState is the stored state of one gate scope (swept by the engine once expired).
 type gateState = storage.GateState
