@@ -161,7 +161,7 @@ func TestNativeBatch(t *testing.T) {
 }
 
 // TestNativeBufferOfRemovedWorkflow: removing a workflow drops its buffered events; they
-// start nothing.
+// start nothing, also when a workflow of that name is registered again.
 func TestNativeBufferOfRemovedWorkflow(t *testing.T) {
 	t.Parallel()
 	env, clock := gateEnv(t, `"batch": {"maxSize": 3, "timeoutMs": 5000}`)
@@ -171,6 +171,16 @@ func TestNativeBufferOfRemovedWorkflow(t *testing.T) {
 	env.flush(t)
 	runs, _ := env.nativeRuns(t)
 	require.Empty(t, runs)
+	// Registered again under the same name, the workflow starts with an empty buffer.
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "wf", "url": %q, "triggers": [{"event": "e"}], "batch": {"maxSize": 2, "timeoutMs": 5000}}]}`,
+		env.Endpoint.URL("/wf")))
+	require.Equal(t, "batched", env.event(t, `2`))
+	runs, _ = env.nativeRuns(t)
+	require.Empty(t, runs, "the old event is not in the new batch")
+	require.Equal(t, "batched", env.event(t, `3`))
+	_, pl := env.nativeRuns(t)
+	require.Len(t, pl, 1)
+	require.Equal(t, []string{`2`, `3`}, datas(pl[0]))
 }
 
 // TestNativeSingletonSkip: while a run of the key is live, a new trigger is skipped and
