@@ -51,7 +51,9 @@ func (e *apiEnv) nativeRuns(t *testing.T) ([]delivery.RunWithHistory, []runPaylo
 	t.Helper()
 	runs, _, err := e.Engine.Runs(t.Context(), testProject, nil, 1000, func(*delivery.Run) bool { return true })
 	require.NoError(t, err)
-	sort.Slice(runs, func(i, j int) bool { return runs[i].CreatedAt < runs[j].CreatedAt || runs[i].CreatedAt == runs[j].CreatedAt && runs[i].ID < runs[j].ID })
+	sort.Slice(runs, func(i, j int) bool {
+		return runs[i].CreatedAt < runs[j].CreatedAt || runs[i].CreatedAt == runs[j].CreatedAt && runs[i].ID < runs[j].ID
+	})
 	out := make([]runPayload, len(runs))
 	for i, r := range runs {
 		require.NotEmpty(t, r.History, "run %s has its initial payload", r.ID)

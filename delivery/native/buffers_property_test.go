@@ -48,7 +48,7 @@ func TestBufferPipelineProperty(t *testing.T) {
 			ts      int64
 		}
 		var all []sent
-		count := rapid.IntRange(1, 30).Draw(rt, "events")
+		count := rapid.IntRange(1, 20).Draw(rt, "events")
 		for i := range count {
 			c.Advance(time.Duration(rapid.Int64Range(0, 3000).Draw(rt, "gapMs")) * time.Millisecond)
 			if rapid.Bool().Draw(rt, "flush") {
