@@ -58,6 +58,9 @@ type RunInit struct {
 	// UnknownSdk marks a run triggered through /v2/trigger: its first delivery carries
 	// Upstash-Workflow-Unknown-Sdk.
 	UnknownSdk bool
+	// PriorityShiftMs is a native workflow's priority: the run's deliveries wait as if
+	// it had been created this much earlier.
+	PriorityShiftMs int64
 }
 
 // Publication is one message to publish. A message with RunID set belongs to a workflow
@@ -99,7 +102,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		ID: m.RunID, URL: url, CreatedAt: now.UnixMilli(), State: RunStarted,
 		Retries: m.Retries, RetryDelay: m.RetryDelay, TimeoutMs: m.TimeoutMs, Labels: m.Labels,
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
-		FlowControl: m.FlowControl, Parent: init.Parent, InvokeDepth: init.InvokeDepth,
+		FlowControl: m.FlowControl, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
 	}
 	if err := tx.IndexRun(m.Project, run); err != nil {
 		return false, err
@@ -239,7 +242,7 @@ func applyRun(m *Message, run *Run) {
 	if m.FlowControl == nil {
 		m.FlowControl = run.FlowControl
 	}
-	m.OrderAt = run.CreatedAt
+	m.OrderAt = run.OrderAt()
 	if run.TimeoutMs > 0 && m.TimeoutMs == 0 {
 		m.TimeoutMs = run.TimeoutMs
 	}

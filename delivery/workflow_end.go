@@ -252,7 +252,7 @@ func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID
 		}
 		cb.CallType = CallFailure
 		cb.Header = runHeaders(cb.Header, run)
-		cb.FlowControl, cb.OrderAt = run.FlowControl, run.CreatedAt
+		cb.FlowControl, cb.OrderAt = run.FlowControl, run.OrderAt()
 		run.FailureMessageID, run.FailureState = cb.ID, callbackInProgress
 		if err := tx.PutRun(cb.Project, run); err != nil {
 			return false, err
@@ -268,7 +268,7 @@ func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID
 			return false, err
 		}
 		cb.Retries, cb.RetryDelay, cb.FailureCallback, cb.FlowControl = retries, delay, fc, run.FlowControl
-		cb.OrderAt = run.CreatedAt
+		cb.OrderAt = run.OrderAt()
 		cb.Labels = run.Labels
 		cb.Header = runHeaders(cb.Header, run)
 		return true, nil

@@ -52,6 +52,9 @@ type Run struct {
 	FailureCallback *CallbackSpec `json:"failureCallback,omitempty"`
 	// FlowControl is the run's flow-control configuration.
 	FlowControl *flowctl.Config `json:"flowControl,omitempty"`
+	// PriorityShiftMs orders the run's deliveries in their waitlists as if the run had
+	// been created this much earlier (a native workflow's priority).
+	PriorityShiftMs int64 `json:"priorityShiftMs,omitempty"`
 	// DLQID names the dead letter of the delivery that failed the run.
 	DLQID string `json:"dlqId,omitempty"`
 	// Parent is set on a run started by context.invoke: how to resume the invoker.
@@ -65,6 +68,10 @@ type Run struct {
 
 // Live reports whether the run has not ended.
 func (r *Run) Live() bool { return r.State == RunStarted }
+
+// OrderAt is where the run's deliveries stand in a waitlist: its creation time, shifted
+// earlier by its priority.
+func (r *Run) OrderAt() int64 { return r.CreatedAt - r.PriorityShiftMs }
 
 // ParentLink is what a child run needs to resume its invoker: a publish-style message
 // template (the invoke envelope's headers, parsed) and the invoke step to complete.

@@ -7,6 +7,7 @@
 package deliverytest
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -123,6 +124,7 @@ func NewEndpoint(t TB, respond Respond) *Endpoint {
 
 func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body)) // Respond may read it again
 	ep.mu.Lock()
 	n := ep.perPath[r.URL.Path]
 	ep.perPath[r.URL.Path]++

@@ -105,9 +105,9 @@ func (s *Service) flushTx(n *delivery.NativeTx, project, key string) (EventRun, 
 // holder, mode cancel cancels the holder in this transaction and starts the new run. A
 // throttle then books the run's start and delays its first delivery to it.
 //
-// The throttle books at creation: right while no concurrency gate can hold a start back.
-// When concurrency is built, the booking must move into the dispatcher's two-phase
-// admission of the first delivery (a concurrency-blocked start spends no throttle).
+// The throttle books at creation. Concurrency (a flow-control key on the run) may then
+// hold the first delivery back, having spent the throttle's capacity: the booking
+// belongs in the dispatcher's two-phase admission of the first delivery (not built).
 func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, events []payloadEvent) (EventRun, error) {
 	var singletonKey string
 	if g := d.FlowControl.Singleton; g != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,7 +246,24 @@ func runPublication(project string, d *Workflow, events []payloadEvent) (deliver
 			RunID: runID, CallType: delivery.CallFailure,
 		},
 	}
-	return delivery.Publication{Message: m, Init: &delivery.RunInit{URL: d.URL, DetectTrigger: true}}, nil
+	init := &delivery.RunInit{URL: d.URL, DetectTrigger: true}
+	if cs := d.FlowControl.Concurrency; len(cs) > 0 {
+		// Every delivery of the run holds a slot of the scope's key (a flow-control key
+		// with the limit as its parallelism), so at most limit of them are in flight.
+		value, _ := flowctl.ResolveKey(events[0].Data, cs[0].Key)
+		m.FlowControl = &flowctl.Config{Key: concurrencyKey(d.Name, value), Parallelism: cs[0].Limit, Period: flowctl.DefaultPeriod}
+	}
+	if p := d.FlowControl.Priority; p != nil {
+		init.PriorityShiftMs = p.ShiftMs
+	}
+	return delivery.Publication{Message: m, Init: init}, nil
+}
+
+// concurrencyKey is the flow-control key of a workflow's concurrency scope: readable,
+// and exact through the hash of the workflow's name and the scope's key value.
+func concurrencyKey(workflow, value string) string {
+	sum := sha256.Sum256([]byte(workflow + "\x00" + value))
+	return "wf." + strings.ReplaceAll(workflow, ":", "_") + "." + hex.EncodeToString(sum[:8])
 }
 
 func newRunID() string {

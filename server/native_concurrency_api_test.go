@@ -1,0 +1,147 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/deliverytest"
+)
+
+// concurrency {limit, key}: at most limit deliveries of the workflow per key value hold a
+// slot at once; the others wait (in run order) and start as slots free. Another key
+// value has its own slots.
+func TestNativeConcurrency(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	open, most := map[string]int{}, map[string]int{}
+	// The endpoint records the account of each delivery from the run's payload and holds
+	// the request until released, so the deliveries in flight can be counted.
+	hold := deliverytest.NewEndpoint(t, func(r *http.Request, _ int) (int, http.Header, string) {
+		var history []struct {
+			Body []byte `json:"body"`
+		}
+		var payload struct {
+			Data struct {
+				Account string `json:"account"`
+			} `json:"data"`
+		}
+		var raw []byte
+		if err := json.NewDecoder(r.Body).Decode(&history); err == nil && len(history) > 0 {
+			raw = history[0].Body
+		}
+		_ = json.Unmarshal(raw, &payload)
+		acct := payload.Data.Account
+		mu.Lock()
+		open[acct]++
+		most[acct] = max(most[acct], open[acct])
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		open[acct]--
+		mu.Unlock()
+		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "{}"
+	})
+	env := newAPI(t, envOptions{})
+	t.Cleanup(func() { closeChan(release) }) // before the engine's Stop
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "sync", "url": %q, "triggers": [{"event": "e"}],
+		"concurrency": {"limit": 2, "key": "account"}}]}`, hold.URL("/wf")))
+	for i := range 5 {
+		env.sendEvents(t, fmt.Sprintf(`{"name": "e", "data": {"account": "a", "n": %d}}`, i))
+	}
+	env.sendEvents(t, `{"name": "e", "data": {"account": "b"}}`)
+	// Two of a's five and b's one arrive; the other three of a wait for a slot.
+	hold.Requests.Wait(t, waitTimeout, 3, nil)
+	eventually(t, "a's waiting deliveries in the key's waitlist", func() bool {
+		for _, k := range env.Engine.FlowKeys(testProject, "wf.sync.") {
+			if k.WaitListSize == 3 && k.ParallelismCount == 2 && k.ParallelismMax == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	require.Len(t, hold.Requests.All(), 3, "no more than the limit start")
+	closeChan(release)
+	hold.Requests.Wait(t, waitTimeout, 6, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, most["a"], "key a: at most 2 in flight")
+	require.Equal(t, 1, most["b"])
+}
+
+// Two concurrency scopes cannot be enforced yet: registering them is refused, not
+// half-enforced.
+func TestNativeConcurrencyTwoScopesRefused(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	r := env.putApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "sync", "url": %q, "triggers": [{"event": "e"}],
+		"concurrency": [{"limit": 2, "key": "account"}, {"limit": 10}]}]}`, env.Endpoint.URL("/wf")))
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Contains(t, r.errorMessage(t), `"concurrency[1]"`)
+}
+
+func closeChan(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// priority {shiftMs}: a workflow's deliveries wait as if its runs had been created shiftMs
+// earlier, so at a full project ceiling they go ahead of older unshifted runs.
+func TestNativePriority(t *testing.T) {
+	t.Parallel()
+	next := make(chan struct{}, 10)
+	var mu sync.Mutex
+	var order []string
+	hold := deliverytest.NewEndpoint(t, func(r *http.Request, _ int) (int, http.Header, string) {
+		mu.Lock()
+		order = append(order, r.Header.Get("Duraton-Workflow"))
+		mu.Unlock()
+		<-next
+		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "{}"
+	})
+	env := newAPI(t, envOptions{engine: func(c *delivery.Config) { c.ProjectCeiling = 1 }})
+	t.Cleanup(func() { // before the engine's Stop, which waits for the held request
+		for range 10 {
+			next <- struct{}{}
+		}
+	})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [
+		{"name": "low", "url": %q, "triggers": [{"event": "low"}]},
+		{"name": "high", "url": %q, "triggers": [{"event": "high"}], "priority": {"shiftMs": 60000}}]}`,
+		hold.URL("/low"), hold.URL("/high")))
+	env.sendEvents(t, `{"name": "low", "data": {"n": 1}}`)
+	hold.Requests.Wait(t, waitTimeout, 1, nil) // low 1 holds the only slot
+	env.sendEvents(t, `{"name": "low", "data": {"n": 2}}`)
+	env.sendEvents(t, `{"name": "high", "data": {}}`)
+	eventually(t, "both waiting at the ceiling", func() bool {
+		reason, _, ok, err := env.Engine.RunWaitReason(t.Context(), testProject, env.lastRunOf(t, "high"))
+		return err == nil && ok && reason != ""
+	})
+	next <- struct{}{}
+	hold.Requests.Wait(t, waitTimeout, 2, nil)
+	next <- struct{}{}
+	hold.Requests.Wait(t, waitTimeout, 3, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"low", "high", "low"}, order, "the shifted workflow goes ahead of the older run")
+}
+
+// lastRunOf is the id of the newest run of a native workflow.
+func (e *apiEnv) lastRunOf(t *testing.T, workflow string) string {
+	t.Helper()
+	runs, _, err := e.Engine.Runs(t.Context(), testProject, nil, 100, func(r *delivery.Run) bool {
+		return len(r.Header["Duraton-Workflow"]) > 0 && r.Header["Duraton-Workflow"][0] == workflow
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, runs, "no run of %s", workflow)
+	return runs[0].ID
+}
