@@ -26,6 +26,7 @@ type Native interface {
 	SendEvents(ctx context.Context, project string, events []native.EventIn) ([]native.EventResult, error)
 	Events(ctx context.Context, project, name, cursor string, limit int) ([]native.Event, string, error)
 	Event(ctx context.Context, project, id string) (*native.Event, error)
+	NativeRuns
 }
 
 var _ Native = (*native.Service)(nil)
@@ -46,6 +47,7 @@ func (h *nativeHandlers) register(g *echo.Group) {
 	g.POST("/events", h.sendEvents)
 	g.GET("/events", h.listEvents)
 	g.GET("/events/:id", h.getEvent)
+	h.registerRuns(g)
 }
 
 func (h *nativeHandlers) enabled() error {
@@ -242,7 +244,7 @@ func nativeError(err error) error {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), native.ErrInvalid.Error()+": "))
 	case errors.Is(err, native.ErrNotFound):
 		return notFound("%s", strings.TrimSuffix(err.Error(), ": "+native.ErrNotFound.Error()))
-	case errors.Is(err, native.ErrConflict):
+	case errors.Is(err, native.ErrConflict), errors.Is(err, native.ErrRunEnded):
 		return &apiError{status: http.StatusConflict, msg: err.Error()}
 	case errors.Is(err, native.ErrLimit):
 		return limitError("%v", err)

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
+)
+
+// NativeRuns is what the native run and flow-state routes need of the native unit.
+type NativeRuns interface {
+	Runs(ctx context.Context, project string, f native.RunFilter, after *delivery.RunCursor, limit int) ([]native.RunView, *delivery.RunCursor, error)
+	Run(ctx context.Context, project, id string) (*native.RunView, error)
+	CancelRun(ctx context.Context, project, id string) (*native.RunView, error)
+	Stats(ctx context.Context, project string) (*native.RunStats, error)
+	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
+}
+
+func (h *nativeHandlers) registerRuns(g *echo.Group) {
+	g.GET("/runs", h.listRuns)
+	g.GET("/runs/stats", h.runStats)
+	g.GET("/runs/:id", h.getRun)
+	g.POST("/runs/:id/cancel", h.cancelRun)
+	g.GET("/flow-state", h.flowState)
+}
+
+func (h *nativeHandlers) listRuns(c echo.Context) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	for k := range q {
+		switch k {
+		case "workflow", "app", "status", "cursor", "limit":
+		default:
+			return badRequest("%s: unknown parameter (want workflow, app, status, cursor or limit)", k)
+		}
+	}
+	limit := defaultCount
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxCount {
+			return badRequest("limit: want an integer from 1 to %d, got %q", maxCount, v)
+		}
+		limit = n
+	}
+	f := native.RunFilter{Workflow: q.Get("workflow"), App: q.Get("app"), Status: q.Get("status")}
+	if f.Status != "" && !native.IsStatus(f.Status) {
+		return badRequest("status: %q is not a run status (queued, running, sleeping, waiting, succeeded, failed, cancelled)", f.Status)
+	}
+	after, err := parseRunCursor(q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	runs, next, err := h.native.Runs(c.Request().Context(), projectOf(c), f, after, limit)
+	if err != nil {
+		return nativeError(err)
+	}
+	if runs == nil {
+		runs = []native.RunView{}
+	}
+	out := map[string]any{"runs": runs}
+	if next != nil {
+		out["cursor"] = formatRunCursor(next)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *nativeHandlers) getRun(c echo.Context) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	r, err := h.native.Run(c.Request().Context(), projectOf(c), c.Param("id"))
+	if err != nil {
+		return nativeError(err)
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (h *nativeHandlers) cancelRun(c echo.Context) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	r, err := h.native.CancelRun(c.Request().Context(), projectOf(c), c.Param("id"))
+	if err != nil {
+		return nativeError(err)
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (h *nativeHandlers) runStats(c echo.Context) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	st, err := h.native.Stats(c.Request().Context(), projectOf(c))
+	if err != nil {
+		return nativeError(err)
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (h *nativeHandlers) flowState(c echo.Context) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	for k := range q {
+		if k != "app" && k != "workflow" {
+			return badRequest("%s: unknown parameter (want app or workflow)", k)
+		}
+	}
+	st, err := h.native.FlowState(c.Request().Context(), projectOf(c), q.Get("app"), q.Get("workflow"))
+	if err != nil {
+		return nativeError(err)
+	}
+	return c.JSON(http.StatusOK, st)
+}

@@ -1,0 +1,34 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// ForEachGate calls fn for each gate state whose key starts with prefix, in key order,
+// until fn returns false; at most limit states are read. It reports whether it stopped
+// at the limit with states left unread.
+func (t *Tx) ForEachGate(project, prefix string, limit int, fn func(key string, st *GateState) bool) (truncated bool, err error) {
+	b := t.bucket(project, bucketGates)
+	if b == nil {
+		return false, nil
+	}
+	p := []byte(prefix)
+	c := b.Cursor()
+	n := 0
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		if n == limit {
+			return true, nil
+		}
+		n++
+		var st GateState
+		if err := json.Unmarshal(v, &st); err != nil {
+			return false, fmt.Errorf("gate state %q: %w", k, err)
+		}
+		if !fn(string(k), &st) {
+			return false, nil
+		}
+	}
+	return false, nil
+}
