@@ -29,11 +29,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "workflow" {
 		return runBenchWorkflow(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "events" {
+		return runBenchEvents(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "chaos" {
 		return runBenchChaos(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "publish" {
-		fmt.Fprintln(stderr, "usage: duraton bench publish [--messages N] [--concurrency C] [--json]\n       duraton bench flow [--keys N] [--queued N] [--sample N] [--json]\n       duraton bench workflow [--runs N] [--steps S] [--concurrency C] [--json]\n       duraton bench chaos [--runs N] [--messages N] [--kills K] [--kill-every D] [--json]")
+		fmt.Fprintln(stderr, "usage: duraton bench publish [--messages N] [--concurrency C] [--json]\n       duraton bench flow [--keys N] [--queued N] [--sample N] [--json]\n       duraton bench workflow [--runs N] [--steps S] [--concurrency C] [--json]\n       duraton bench events [--events N] [--per-request N] [--concurrency C] [--low-load N] [--json]\n       duraton bench chaos [--runs N] [--messages N] [--kills K] [--kill-every D] [--json]")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("bench publish", flag.ContinueOnError)

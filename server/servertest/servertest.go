@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/storage"
@@ -75,7 +76,13 @@ func Start(opts Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	srv, err := server.New(server.Config{CheckDestination: policy.CheckURL, Logger: log}, engine)
+	nat, err := native.New(native.Config{CheckURL: policy.CheckURL}, store, engine)
+	if err != nil {
+		store.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	srv, err := server.New(server.Config{CheckDestination: policy.CheckURL, Logger: log, Native: nat}, engine)
 	if err != nil {
 		store.Close()
 		os.RemoveAll(dir)
