@@ -86,7 +86,7 @@ func (e *Engine) RunActivities(ctx context.Context, project string, ids []string
 	out := make(map[string]RunActivity, len(lives))
 	e.disp.locked(func(s *sched.Scheduler) {
 		for _, l := range lives {
-			out[l.run.ID] = activityOf(s, l.pending, time.UnixMilli(l.last), now)
+			out[l.run.ID] = activityOf(s, l.pending, l.run.HistoryLen > 1, time.UnixMilli(l.last), now)
 		}
 	})
 	return out, nil
@@ -94,8 +94,9 @@ func (e *Engine) RunActivities(ctx context.Context, project string, ids []string
 
 // activityOf classifies a live run by its pending deliveries: one in flight makes it
 // running (waiting when that delivery is a call), one due makes it queued, one due later
-// sleeping; a run with only a wait's timeout timer, or nothing pending, waits.
-func activityOf(s *sched.Scheduler, pending []pendingDelivery, last, now time.Time) RunActivity {
+// sleeping — or queued when it is the first delivery of a run with no step yet, held
+// back by its throttle; a run with only a wait's timeout timer, or nothing pending, waits.
+func activityOf(s *sched.Scheduler, pending []pendingDelivery, stepped bool, last, now time.Time) RunActivity {
 	var queued, sleeping *pendingDelivery
 	callInFlight := false
 	for i := range pending {
@@ -125,6 +126,9 @@ func activityOf(s *sched.Scheduler, pending []pendingDelivery, last, now time.Ti
 			reason, since = "due, waiting for a delivery slot", time.Unix(0, queued.due.DueAt)
 		}
 		return RunActivity{Activity: ActivityQueued, Reason: reason, Since: since}
+	case sleeping != nil && !stepped && sleeping.m.Retried == 0:
+		at := time.Unix(0, sleeping.due.DueAt).UTC().Format(time.RFC3339Nano)
+		return RunActivity{Activity: ActivityQueued, Reason: "throttled: the first delivery starts at " + at, Since: time.UnixMilli(sleeping.m.CreatedAt)}
 	case sleeping != nil:
 		at := time.Unix(0, sleeping.due.DueAt).UTC().Format(time.RFC3339Nano)
 		reason := "sleeping until " + at

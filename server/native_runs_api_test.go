@@ -306,3 +306,66 @@ func TestNativeFlowState(t *testing.T) {
 		require.True(t, strings.Contains(string(r.Body), `"error"`), q)
 	}
 }
+
+// TestNativeFlowStateBuffers: debounce and batch backlogs per workflow, with the
+// earliest deadline and the oldest buffered event; a throttled run is queued until its
+// start.
+func TestNativeFlowStateBuffers(t *testing.T) {
+	t.Parallel()
+	clock := newTestClock()
+	env := newAPI(t, envOptions{engine: func(c *delivery.Config) { c.Now = clock.Now }})
+	env.mustPutApp(t, "bufs", fmt.Sprintf(`{"workflows": [
+		{"name": "deb", "url": %q, "triggers": [{"event": "e"}], "debounce": {"periodMs": 5000, "key": "user"}},
+		{"name": "bat", "url": %q, "triggers": [{"event": "e"}], "batch": {"maxSize": 10, "timeoutMs": 60000}},
+		{"name": "thr", "url": %q, "triggers": [{"event": "t"}], "throttle": {"limit": 1, "perMs": 60000}}]}`,
+		env.Endpoint.URL("/d"), env.Endpoint.URL("/b"), env.Endpoint.URL("/t")))
+	type state struct {
+		Debounce []struct {
+			App, Workflow string
+			Pending       int
+			NextFireAt    string
+		}
+		Batch []struct {
+			App, Workflow string
+			Buffered      int
+			OldestAt      string
+		}
+	}
+	read := func(q string) state {
+		t.Helper()
+		r := env.call(t, http.MethodGet, "/flow-state"+q, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		return decodeJSON[state](t, r)
+	}
+	st := read("")
+	require.Empty(t, st.Debounce, "no backlog yet")
+	require.Empty(t, st.Batch)
+
+	t0 := clock.Now()
+	for _, u := range []string{"u1", "u2", "u1"} {
+		env.sendEvents(t, fmt.Sprintf(`{"name": "e", "data": {"user": %q}}`, u))
+		clock.Advance(time.Second)
+	}
+	st = read("")
+	require.Len(t, st.Debounce, 1)
+	require.Equal(t, "deb", st.Debounce[0].Workflow)
+	require.Equal(t, "bufs", st.Debounce[0].App)
+	require.Equal(t, 2, st.Debounce[0].Pending, "u1 and u2 each wait to fire")
+	require.Equal(t, t0.Add(6*time.Second).UTC().Format(time.RFC3339Nano), st.Debounce[0].NextFireAt, "u2's deadline (u1's slid to +7s)")
+	require.Len(t, st.Batch, 1)
+	require.Equal(t, "bat", st.Batch[0].Workflow)
+	require.Equal(t, 3, st.Batch[0].Buffered)
+	require.Equal(t, t0.UTC().Format(time.RFC3339Nano), st.Batch[0].OldestAt)
+	st = read("?workflow=bat")
+	require.Empty(t, st.Debounce)
+	require.Len(t, st.Batch, 1)
+
+	// Throttle 1 per minute: the second run is created and queued until its start.
+	env.sendEvents(t, `{"name": "t", "data": 1}`)
+	second := env.sendEvents(t, `{"name": "t", "data": 2}`)[0].Runs[0].RunID
+	run := env.nativeRun(t, second)
+	require.Equal(t, "queued", run.Status)
+	require.NotNil(t, run.Waiting)
+	require.Contains(t, run.Waiting.Reason, "throttled")
+	require.Equal(t, 1, env.runStats(t).Queued)
+}

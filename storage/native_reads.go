@@ -32,3 +32,28 @@ func (t *Tx) ForEachGate(project, prefix string, limit int, fn func(key string, 
 	}
 	return false, nil
 }
+
+// ForEachGateBuffer calls fn for each debounce or batch buffer whose key starts with
+// prefix, in key order; at most limit are read. It reports whether it stopped at the
+// limit with buffers left unread.
+func (t *Tx) ForEachGateBuffer(project, prefix string, limit int, fn func(b *GateBuffer)) (truncated bool, err error) {
+	bufs := t.bucket(project, bucketGateBufs)
+	if bufs == nil {
+		return false, nil
+	}
+	p := []byte(prefix)
+	c := bufs.Cursor()
+	n := 0
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		if n == limit {
+			return true, nil
+		}
+		n++
+		var b GateBuffer
+		if err := json.Unmarshal(v, &b); err != nil {
+			return false, fmt.Errorf("gate buffer %q: %w", k, err)
+		}
+		fn(&b)
+	}
+	return false, nil
+}

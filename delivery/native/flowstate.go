@@ -63,8 +63,8 @@ func (s *Service) Stats(ctx context.Context, project string) (*RunStats, error) 
 	return st, nil
 }
 
-// FlowState is GET /flow-state: the workflows' gate backlogs and the project ceiling.
-// Debounce and batch stay empty until those gates are built.
+// FlowState is GET /flow-state: the workflows' gate backlogs and states and the project
+// ceiling. Debounce and batch list the workflows with a backlog.
 type FlowState struct {
 	Debounce    []DebounceState    `json:"debounce"`
 	Batch       []BatchState       `json:"batch"`
@@ -74,7 +74,8 @@ type FlowState struct {
 	Truncated   bool               `json:"truncated,omitempty"`
 }
 
-// DebounceState is one workflow's debounce backlog (native-api.md, "Flow state").
+// DebounceState is one workflow's debounce backlog (native-api.md, "Flow state"): the
+// keys with a debounce waiting to fire and the earliest deadline.
 type DebounceState struct {
 	App        string `json:"app"`
 	Workflow   string `json:"workflow"`
@@ -82,7 +83,8 @@ type DebounceState struct {
 	NextFireAt string `json:"nextFireAt"`
 }
 
-// BatchState is one workflow's batch backlog.
+// BatchState is one workflow's batch backlog: the events held in its batches and the
+// time the oldest was received.
 type BatchState struct {
 	App      string `json:"app"`
 	Workflow string `json:"workflow"`
@@ -127,7 +129,7 @@ func (s *Service) FlowState(ctx context.Context, project, app, workflow string) 
 	now := s.engine.Now()
 	out := &FlowState{Debounce: []DebounceState{}, Batch: []BatchState{}, RateLimit: []RateLimitState{}, Idempotency: []IdempotencyState{}}
 	err := s.store.View(func(tx *storage.Tx) error {
-		out.RateLimit, out.Idempotency, out.Truncated = []RateLimitState{}, []IdempotencyState{}, false
+		out.Debounce, out.Batch, out.RateLimit, out.Idempotency, out.Truncated = []DebounceState{}, []BatchState{}, []RateLimitState{}, []IdempotencyState{}, false
 		defs, err := s.selectDefs(tx, project, app, workflow)
 		if err != nil {
 			return err
@@ -144,8 +146,52 @@ func (s *Service) FlowState(ctx context.Context, project, app, workflow string) 
 			out.Truncated = out.Truncated || trunc || budget <= 0
 			return err
 		}
+		scanBuffers := func(d *Workflow, gate string, fn func(b *storage.GateBuffer)) error {
+			n := 0
+			trunc, err := tx.ForEachGateBuffer(project, gateKey(d.Name, gate, ""), budget, func(b *storage.GateBuffer) {
+				n++
+				fn(b)
+			})
+			budget -= n
+			out.Truncated = out.Truncated || trunc || budget <= 0
+			return err
+		}
 		for i := range defs {
 			d := &defs[i]
+			if d.FlowControl.Debounce != nil && budget > 0 {
+				ds := DebounceState{App: d.App, Workflow: d.Name}
+				var next int64
+				err := scanBuffers(d, gateDebounce, func(b *storage.GateBuffer) {
+					ds.Pending++
+					if next == 0 || b.Deadline < next {
+						next = b.Deadline
+					}
+				})
+				if err != nil {
+					return err
+				}
+				if ds.Pending > 0 {
+					ds.NextFireAt = rfc3339(time.UnixMilli(next))
+					out.Debounce = append(out.Debounce, ds)
+				}
+			}
+			if d.FlowControl.Batch != nil && budget > 0 {
+				bs := BatchState{App: d.App, Workflow: d.Name}
+				var oldest int64
+				err := scanBuffers(d, gateBatch, func(b *storage.GateBuffer) {
+					bs.Buffered += len(b.Events)
+					if len(b.Events) > 0 && (oldest == 0 || b.Events[0].Ts < oldest) {
+						oldest = b.Events[0].Ts
+					}
+				})
+				if err != nil {
+					return err
+				}
+				if bs.Buffered > 0 {
+					bs.OldestAt = rfc3339(time.UnixMilli(oldest))
+					out.Batch = append(out.Batch, bs)
+				}
+			}
 			if g := d.FlowControl.RateLimit; g != nil && budget > 0 {
 				rs := RateLimitState{App: d.App, Workflow: d.Name}
 				var next time.Time
