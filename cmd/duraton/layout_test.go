@@ -31,7 +31,7 @@ var allowedImports = map[string][]string{
 	"server":                {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire"},
 	"server/metrics":        {"delivery"},
 	"server/console":        {"delivery", "delivery/native", "flowctl"},
-	"server/servertest":     {"server", "delivery", "delivery/netguard", "storage"},
+	"server/servertest":     {"server", "delivery", "delivery/native", "delivery/netguard", "storage"},
 	"sdk/wire":              {},
 	"sdk":                   {"sdk/wire"},
 	"cmd/duraton":           {"*"},
