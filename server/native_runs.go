@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -16,6 +18,7 @@ type NativeRuns interface {
 	Runs(ctx context.Context, project string, f native.RunFilter, after *delivery.RunCursor, limit int) ([]native.RunView, *delivery.RunCursor, error)
 	Run(ctx context.Context, project, id string) (*native.RunView, error)
 	CancelRun(ctx context.Context, project, id string) (*native.RunView, error)
+	ReplayRun(ctx context.Context, project, id string) (*native.RunView, error)
 	Stats(ctx context.Context, project string) (*native.RunStats, error)
 	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
 }
@@ -25,6 +28,7 @@ func (h *nativeHandlers) registerRuns(g *echo.Group) {
 	g.GET("/runs/stats", h.runStats)
 	g.GET("/runs/:id", h.getRun)
 	g.POST("/runs/:id/cancel", h.cancelRun)
+	g.POST("/runs/:id/replay", h.replayRun)
 	g.GET("/flow-state", h.flowState)
 }
 
@@ -86,6 +90,35 @@ func (h *nativeHandlers) cancelRun(c echo.Context) error {
 		return err
 	}
 	r, err := h.native.CancelRun(c.Request().Context(), projectOf(c), c.Param("id"))
+	if err != nil {
+		return nativeError(err)
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+// replayRun re-runs a failed run from its failed step. The body may be empty or an empty
+// object; raising the run's AI cap (native-api.md) comes with the AI spend controls.
+func (h *nativeHandlers) replayRun(c echo.Context) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	body, err := readBody(c, 64<<10)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &fields); err != nil {
+			return badRequest("body: want an empty body or a JSON object")
+		}
+		for name := range fields {
+			if name == "cap" {
+				return badRequest("cap: raising a run's AI cap on replay is not supported by this server yet")
+			}
+			return badRequest("%s: unknown field (replay takes no fields yet)", name)
+		}
+	}
+	r, err := h.native.ReplayRun(c.Request().Context(), projectOf(c), c.Param("id"))
 	if err != nil {
 		return nativeError(err)
 	}

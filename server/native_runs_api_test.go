@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/sdk"
 )
 
@@ -368,4 +370,52 @@ func TestNativeFlowStateBuffers(t *testing.T) {
 	require.NotNil(t, run.Waiting)
 	require.Contains(t, run.Waiting.Reason, "throttled")
 	require.Equal(t, 1, env.runStats(t).Queued)
+}
+
+// POST /runs/{id}/replay re-runs a failed run from its failed step: the dead letter
+// leaves the DLQ, the run is live again and can succeed; anything else is refused.
+func TestNativeRunReplay(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	failing := true
+	ep := deliverytest.NewEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sdkHeader := http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}
+		if failing {
+			return http.StatusInternalServerError, sdkHeader, "down"
+		}
+		return http.StatusOK, sdkHeader, "{}"
+	})
+	env := newAPI(t, envOptions{})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "wf", "url": %q, "triggers": [{"event": "e"}], "retries": 0}]}`, ep.URL("/wf")))
+	res := env.sendEvents(t, `{"name": "e", "data": {}}`)
+	runID := res[0].Runs[0].RunID
+	env.eventuallyRunStatus(t, runID, "failed")
+	var before struct {
+		DLQID string `json:"dlqId"`
+	}
+	require.NoError(t, json.Unmarshal(env.call(t, http.MethodGet, "/runs/"+runID, nil).Body, &before))
+	require.NotEmpty(t, before.DLQID)
+
+	r := env.call(t, http.MethodPost, "/runs/"+runID+"/replay", []byte(`{"cap": {"maxCost": 5}}`))
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Contains(t, r.errorMessage(t), "cap")
+
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	r = env.call(t, http.MethodPost, "/runs/"+runID+"/replay", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.NotEqual(t, "failed", decodeJSON[nativeRun](t, r).Status, "the run is live again")
+	ep.Requests.Wait(t, waitTimeout, 2, nil) // the failed delivery, sent again, now answered 200
+	dl := env.call(t, http.MethodGet, "/v2/workflows/dlq", nil)
+	require.Equal(t, http.StatusOK, dl.Status)
+	require.NotContains(t, string(dl.Body), `"dlqId":"`+before.DLQID+`"`, "the run's dead letter left the DLQ")
+
+	r = env.call(t, http.MethodPost, "/runs/"+runID+"/replay", []byte(`{}`))
+	require.Equal(t, http.StatusConflict, r.Status, "only a failed run is replayed: %s", r.Body)
+	require.NotEqual(t, "failed", env.nativeRun(t, runID).Status)
+	r = env.call(t, http.MethodPost, "/runs/wfr_nope/replay", nil)
+	require.Equal(t, http.StatusNotFound, r.Status)
 }

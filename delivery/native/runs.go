@@ -172,6 +172,37 @@ func (s *Service) CancelRun(ctx context.Context, project, id string) (*RunView, 
 	return s.Run(ctx, project, id)
 }
 
+// ReplayRun re-runs a failed native run from its failed step, its history kept: the
+// delivery that failed it is taken out of the DLQ and sent again with a fresh retry
+// budget (native-api.md; raising the run's AI cap on replay comes with the AI spend
+// controls). A run that did not fail is a conflict.
+func (s *Service) ReplayRun(ctx context.Context, project, id string) (*RunView, error) {
+	r, err := s.engine.Run(ctx, project, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if wf, _ := nativeOf(&r.Run); wf == "" {
+		return nil, fmt.Errorf("run %q is not a native workflow's run: %w", id, ErrNotFound)
+	}
+	if r.State != delivery.RunFailed {
+		return nil, fmt.Errorf("%w: run %q is %s, only a failed run is replayed", ErrConflict, id, r.State)
+	}
+	if r.DLQID == "" {
+		return nil, fmt.Errorf("%w: run %q has no dead letter to replay from", ErrConflict, id)
+	}
+	resumed, err := s.engine.ResumeRuns(ctx, project, []string{r.DLQID}, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(resumed) == 0 {
+		return nil, fmt.Errorf("%w: run %q: its dead letter is gone (deleted, or replayed meanwhile)", ErrConflict, id)
+	}
+	return s.Run(ctx, project, id)
+}
+
 // views turns runs into their views, the live ones' status read from the engine.
 func (s *Service) views(ctx context.Context, project string, runs []delivery.RunWithHistory, steps bool) ([]RunView, error) {
 	var live []string
