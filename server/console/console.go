@@ -139,6 +139,7 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
 	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))
 	mux.HandleFunc("POST /console/runs/{id}/cancel", c.withSession(c.cancelRun))
+	mux.HandleFunc("POST /console/runs/{id}/replay", c.withSession(c.replayRun))
 	mux.HandleFunc("GET /console/keys", c.withSession(c.keys))
 	mux.HandleFunc("POST /console/keys/action", c.withSession(c.keyAction))
 	mux.HandleFunc("GET /console/messages", c.withSession(c.messages))

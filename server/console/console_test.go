@@ -510,3 +510,52 @@ func TestDLQBulkActions(t *testing.T) {
 	require.Equal(t, 0, remaining("a"))
 	require.Equal(t, 1, remaining("b"), "the other project's dead letter stays")
 }
+
+// The Overview shows live native runs and the debounce/batch backlogs; the runs list
+// filters by workflow; a failed run can be replayed from its failed step.
+func TestNativeOverviewFilterAndReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	ok := deliverytest.NewEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
+		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "{}"
+	})
+	fail := failingEndpoint(t)
+	defs, err := e.native.ParseApp("shop", []byte(`{"workflows":[
+		{"name":"collect","url":"`+ok.URL("/collect")+`","triggers":[{"event":"item"}],"batch":{"maxSize":10,"timeoutMs":3600000}},
+		{"name":"charge","url":"`+fail+`","triggers":[{"event":"pay"}],"retries":0},
+		{"name":"greet","url":"`+ok.URL("/greet")+`","triggers":[{"event":"hello"}]}]}`))
+	require.NoError(t, err)
+	_, err = e.native.PutApp(t.Context(), "a", "shop", defs)
+	require.NoError(t, err)
+	_, err = e.native.SendEvents(t.Context(), "a", []native.EventIn{{Name: "item", Data: []byte(`{}`)}, {Name: "item", Data: []byte(`{}`)}})
+	require.NoError(t, err)
+	res, err := e.native.SendEvents(t.Context(), "a", []native.EventIn{{Name: "pay", Data: []byte(`{}`)}})
+	require.NoError(t, err)
+	runID := res[0].Runs[0].RunID
+	deliverytest.Eventually(t, 10*time.Second, "the charge run failed", func() bool {
+		run, err := e.engine.Run(t.Context(), "a", runID)
+		return err == nil && run.State == delivery.RunFailed
+	})
+
+	v := e.visitor(t)
+	v.login(tokenA)
+	status, _, body := v.get("/console/")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `id="runs-active"`)
+	require.Contains(t, body, "2 batched event(s)")
+
+	_, _, body = v.get("/console/runs?workflow=charge")
+	require.Contains(t, body, runID)
+	_, _, body = v.get("/console/runs?workflow=collect")
+	require.NotContains(t, body, runID, "filtered by workflow")
+
+	token := v.csrf("/console/runs/" + runID)
+	require.NoError(t, v.postOK("/console/runs/"+runID+"/replay", url.Values{"csrf": {token}}))
+	run, err := e.engine.Run(t.Context(), "a", runID)
+	require.NoError(t, err)
+	require.NotEqual(t, delivery.RunFailed, run.State, "replayed: live again")
+	hello, err := e.native.SendEvents(t.Context(), "a", []native.EventIn{{Name: "hello", Data: []byte(`{}`)}})
+	require.NoError(t, err)
+	status, _, _ = v.post("/console/runs/"+hello[0].Runs[0].RunID+"/replay", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusConflict, status, "only a failed run is replayed")
+}

@@ -15,6 +15,9 @@ import (
 type NativeReads interface {
 	Workflows(ctx context.Context, project, app string) ([]native.Workflow, error)
 	Events(ctx context.Context, project, name, cursor string, limit int) ([]native.Event, string, error)
+	Stats(ctx context.Context, project string) (*native.RunStats, error)
+	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
+	ReplayRun(ctx context.Context, project, id string) (*native.RunView, error)
 }
 
 var _ NativeReads = (*native.Service)(nil)

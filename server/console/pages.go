@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Page sizes and scan bounds: every page reads a bounded amount.
@@ -26,7 +28,7 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.Is(err, delivery.ErrNotFound), errors.Is(err, delivery.ErrRunNotFound):
 		return http.StatusNotFound, "not found in this project"
-	case errors.Is(err, delivery.ErrRunEnded):
+	case errors.Is(err, delivery.ErrRunEnded), errors.Is(err, native.ErrConflict), errors.Is(err, native.ErrRunEnded):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, delivery.ErrFlowKeyLimit), errors.Is(err, delivery.ErrRunLimit), errors.Is(err, delivery.ErrQueueLimit):
 		return http.StatusPreconditionFailed, err.Error()
@@ -48,6 +50,10 @@ func query(r *http.Request, name string) (string, error) {
 }
 
 type overviewData struct {
+	Native      bool                   // native workflows are enabled: Stats and the backlogs below
+	Stats       native.RunStats        // live native runs: active, queued, running
+	Debounce    []native.DebounceState // debounce backlogs
+	Batch       []native.BatchState    // batch backlogs
 	States      []stateCount
 	TotalRuns   int
 	MoreRuns    bool
@@ -88,6 +94,20 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	if c.cfg.Native != nil {
+		d.Native = true
+		st, err := c.cfg.Native.Stats(r.Context(), project)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		fs, err := c.cfg.Native.FlowState(r.Context(), project, "", "")
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.Stats, d.Debounce, d.Batch = *st, fs.Debounce, fs.Batch
+	}
 	c.render(w, r, http.StatusOK, "overview", pageData{Title: "Overview", Nav: "overview", Data: d})
 }
 
@@ -99,6 +119,7 @@ type runRow struct {
 
 type runsData struct {
 	Status, Label string
+	Workflow      string // a native workflow's name ("" any)
 	States        []string
 	Runs          []runRow
 }
@@ -110,19 +131,21 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("status: want one of " + strings.Join(runStates, ", "))
 	}
 	label, lerr := query(r, "label")
-	if err = errors.Join(err, lerr); err != nil {
+	workflow, werr := query(r, "workflow")
+	if err = errors.Join(err, lerr, werr); err != nil {
 		c.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	keep := func(run *delivery.Run) bool {
-		return (status == "" || run.State == status) && (label == "" || slices.Contains(run.Labels, label))
+		return (status == "" || run.State == status) && (label == "" || slices.Contains(run.Labels, label)) &&
+			(workflow == "" || workflowOf(run) == workflow)
 	}
 	runs, _, err := c.engine.Runs(r.Context(), project, nil, listRuns, keep)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	d := runsData{Status: status, Label: label, States: runStates}
+	d := runsData{Status: status, Label: label, Workflow: workflow, States: runStates}
 	for i := range runs {
 		row := runRow{RunWithHistory: runs[i]}
 		if runs[i].Live() {
@@ -153,6 +176,34 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "run", pageData{Title: "Run " + run.ID, Nav: "runs", Data: d})
+}
+
+// replayRun re-runs a failed run from its failed step, its history kept: a native run
+// through the native API's replay, an Upstash run by resuming its dead letter.
+func (c *Console) replayRun(w http.ResponseWriter, r *http.Request) {
+	project, id := sessionOf(r).project, r.PathValue("id")
+	run, err := c.engine.Run(r.Context(), project, id)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if run.State != delivery.RunFailed || run.DLQID == "" {
+		c.fail(w, r, http.StatusConflict, "only a failed run whose dead letter is still in the DLQ can be replayed; this run is "+run.State)
+		return
+	}
+	if c.cfg.Native != nil && workflowOf(&run.Run) != "" {
+		_, err = c.cfg.Native.ReplayRun(r.Context(), project, id)
+	} else {
+		var resumed []delivery.ResumedRun
+		if resumed, err = c.engine.ResumeRuns(r.Context(), project, []string{run.DLQID}, false, nil); err == nil && len(resumed) == 0 {
+			err = delivery.ErrNotFound // the dead letter went meanwhile
+		}
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/console/runs/"+urlPath(id), http.StatusSeeOther)
 }
 
 func (c *Console) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -340,4 +391,13 @@ func quoteShort(s string) string {
 		s = s[:40] + "…"
 	}
 	return `"` + s + `"`
+}
+
+// workflowOf is the native workflow a run belongs to ("" for a run started through the
+// Upstash API).
+func workflowOf(run *delivery.Run) string {
+	if v := run.Header[wire.HeaderDuratonWorkflow]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
