@@ -465,6 +465,7 @@ func TestWorkflowsAndEventsPages(t *testing.T) {
 	require.Contains(t, body, "at most 5 running per event.data.accountId")
 	require.Contains(t, body, "rate limit: 1 events per 1m, the rest dropped")
 	require.Contains(t, body, "account.updated")
+	require.Regexp(t, `runs-hour"><a href="/console/runs\?workflow=sync.account">1</a>`, body, "one run in the last hour (the second event was dropped)")
 
 	status, _, body = a.get("/console/events?name=account.updated")
 	require.Equal(t, http.StatusOK, status, body)
@@ -543,6 +544,8 @@ func TestNativeOverviewFilterAndReplay(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, `id="runs-active"`)
 	require.Contains(t, body, "2 batched event(s)")
+	_, _, body = v.get("/console/workflows")
+	require.Contains(t, body, "2 batched event(s), oldest", "the workflow's backlog")
 
 	_, _, body = v.get("/console/runs?workflow=charge")
 	require.Contains(t, body, runID)

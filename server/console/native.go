@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/flowctl"
 )
@@ -26,9 +28,10 @@ var _ NativeReads = (*native.Service)(nil)
 const listWorkflows = 500
 
 type workflowsData struct {
-	Enabled   bool
-	Workflows []workflowRow
-	More      bool
+	Enabled    bool
+	Workflows  []workflowRow
+	More       bool
+	RunsCapped bool // the last hour's runs were counted over the newest statRuns runs only
 }
 
 type workflowRow struct {
@@ -36,6 +39,8 @@ type workflowRow struct {
 	Triggers       []string
 	Controls       []string // each control in words
 	Retries        int
+	Backlog        string // debounce/batch events held, in words ("" none)
+	RunsLastHour   int
 }
 
 func (c *Console) workflows(w http.ResponseWriter, r *http.Request) {
@@ -49,8 +54,35 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request) {
 		if len(defs) > listWorkflows {
 			defs, d.More = defs[:listWorkflows], true
 		}
+		project := sessionOf(r).project
+		fs, err := c.cfg.Native.FlowState(r.Context(), project, "", "")
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		backlog := map[string]string{}
+		for _, b := range fs.Debounce {
+			backlog[b.Workflow] = fmt.Sprintf("%d debounced key(s), next fires %s", b.Pending, b.NextFireAt)
+		}
+		for _, b := range fs.Batch {
+			backlog[b.Workflow] = fmt.Sprintf("%d batched event(s), oldest %s", b.Buffered, b.OldestAt)
+		}
+		since := c.cfg.Now().Add(-time.Hour).UnixMilli()
+		hour := map[string]int{}
+		runs, _, err := c.engine.Runs(r.Context(), project, nil, statRuns, func(run *delivery.Run) bool {
+			return run.CreatedAt >= since && workflowOf(run) != ""
+		})
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.RunsCapped = len(runs) == statRuns
+		for i := range runs {
+			hour[workflowOf(&runs[i].Run)]++
+		}
 		for _, def := range defs {
-			row := workflowRow{Name: def.Name, App: def.App, URL: def.URL, Retries: def.Retries, Controls: controlsInWords(def.FlowControl)}
+			row := workflowRow{Name: def.Name, App: def.App, URL: def.URL, Retries: def.Retries, Controls: controlsInWords(def.FlowControl),
+				Backlog: backlog[def.Name], RunsLastHour: hour[def.Name]}
 			for _, t := range def.Triggers {
 				row.Triggers = append(row.Triggers, t.Event)
 			}
