@@ -94,38 +94,17 @@ func (t *Tx) App(project, name string) (*App, error) {
 
 // DeleteApp removes an app record; ErrNotFound when absent.
 func (t *Tx) DeleteApp(project, name string) error {
-	b := t.bucket(project, bucketApps)
-	if b == nil || b.Get([]byte(name)) == nil {
-		return ErrNotFound
-	}
-	return b.Delete([]byte(name))
+	return deleteRecord(t.bucket(project, bucketApps), name)
 }
 
 // AppCount is the number of a project's apps.
 func (t *Tx) AppCount(project string) int {
-	b := t.bucket(project, bucketApps)
-	if b == nil {
-		return 0
-	}
-	return b.Stats().KeyN
+	return countRecords(t.bucket(project, bucketApps))
 }
 
 // Apps lists a project's apps by name.
 func (t *Tx) Apps(project string) ([]App, error) {
-	b := t.bucket(project, bucketApps)
-	if b == nil {
-		return nil, nil
-	}
-	var out []App
-	err := b.ForEach(func(k, v []byte) error {
-		var a App
-		if err := json.Unmarshal(v, &a); err != nil {
-			return fmt.Errorf("app %s: %w", k, err)
-		}
-		out = append(out, a)
-		return nil
-	})
-	return out, err
+	return listRecords[App](t.bucket(project, bucketApps), "app")
 }
 
 func triggerKey(event, workflow string) []byte {

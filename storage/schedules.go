@@ -1,10 +1,5 @@
 package storage
 
-import (
-	"encoding/json"
-	"fmt"
-)
-
 const bucketSchedules = "schedules"
 
 // Schedule is a QStash schedule: a message template published on every tick of a cron
@@ -48,36 +43,15 @@ func (t *Tx) Schedule(project, id string) (*Schedule, error) {
 
 // DeleteSchedule removes a schedule; ErrNotFound when absent.
 func (t *Tx) DeleteSchedule(project, id string) error {
-	b := t.bucket(project, bucketSchedules)
-	if b == nil || b.Get([]byte(id)) == nil {
-		return ErrNotFound
-	}
-	return b.Delete([]byte(id))
+	return deleteRecord(t.bucket(project, bucketSchedules), id)
 }
 
 // ScheduleCount is the number of a project's schedules.
 func (t *Tx) ScheduleCount(project string) int {
-	b := t.bucket(project, bucketSchedules)
-	if b == nil {
-		return 0
-	}
-	return b.Stats().KeyN
+	return countRecords(t.bucket(project, bucketSchedules))
 }
 
 // Schedules lists a project's schedules by id.
 func (t *Tx) Schedules(project string) ([]Schedule, error) {
-	b := t.bucket(project, bucketSchedules)
-	if b == nil {
-		return nil, nil
-	}
-	var out []Schedule
-	err := b.ForEach(func(k, v []byte) error {
-		var s Schedule
-		if err := json.Unmarshal(v, &s); err != nil {
-			return fmt.Errorf("schedule %s: %w", k, err)
-		}
-		out = append(out, s)
-		return nil
-	})
-	return out, err
+	return listRecords[Schedule](t.bucket(project, bucketSchedules), "schedule")
 }

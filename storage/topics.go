@@ -1,10 +1,5 @@
 package storage
 
-import (
-	"encoding/json"
-	"fmt"
-)
-
 const bucketTopics = "topics"
 
 // Topic is a URL group: a name that fans a publication out to its endpoints, one message
@@ -42,36 +37,15 @@ func (t *Tx) Topic(project, name string) (*Topic, error) {
 
 // DeleteTopic removes a URL group; ErrNotFound when absent.
 func (t *Tx) DeleteTopic(project, name string) error {
-	b := t.bucket(project, bucketTopics)
-	if b == nil || b.Get([]byte(name)) == nil {
-		return ErrNotFound
-	}
-	return b.Delete([]byte(name))
+	return deleteRecord(t.bucket(project, bucketTopics), name)
 }
 
 // TopicCount is the number of a project's URL groups.
 func (t *Tx) TopicCount(project string) int {
-	b := t.bucket(project, bucketTopics)
-	if b == nil {
-		return 0
-	}
-	return b.Stats().KeyN
+	return countRecords(t.bucket(project, bucketTopics))
 }
 
 // Topics lists a project's URL groups by name.
 func (t *Tx) Topics(project string) ([]Topic, error) {
-	b := t.bucket(project, bucketTopics)
-	if b == nil {
-		return nil, nil
-	}
-	var out []Topic
-	err := b.ForEach(func(k, v []byte) error {
-		var tp Topic
-		if err := json.Unmarshal(v, &tp); err != nil {
-			return fmt.Errorf("topic %s: %w", k, err)
-		}
-		out = append(out, tp)
-		return nil
-	})
-	return out, err
+	return listRecords[Topic](t.bucket(project, bucketTopics), "topic")
 }

@@ -353,38 +353,17 @@ func (t *Tx) Queue(project, name string) (*Queue, error) {
 
 // DeleteQueue removes a queue; ErrNotFound when absent.
 func (t *Tx) DeleteQueue(project, name string) error {
-	b := t.bucket(project, bucketQueues)
-	if b == nil || b.Get([]byte(name)) == nil {
-		return ErrNotFound
-	}
-	return b.Delete([]byte(name))
+	return deleteRecord(t.bucket(project, bucketQueues), name)
 }
 
 // QueueCount is the number of a project's queues.
 func (t *Tx) QueueCount(project string) int {
-	b := t.bucket(project, bucketQueues)
-	if b == nil {
-		return 0
-	}
-	return b.Stats().KeyN
+	return countRecords(t.bucket(project, bucketQueues))
 }
 
 // Queues lists a project's queues by name.
 func (t *Tx) Queues(project string) ([]Queue, error) {
-	b := t.bucket(project, bucketQueues)
-	if b == nil {
-		return nil, nil
-	}
-	var out []Queue
-	err := b.ForEach(func(k, v []byte) error {
-		var q Queue
-		if err := json.Unmarshal(v, &q); err != nil {
-			return fmt.Errorf("queue %s: %w", k, err)
-		}
-		out = append(out, q)
-		return nil
-	})
-	return out, err
+	return listRecords[Queue](t.bucket(project, bucketQueues), "queue")
 }
 
 // ---- deduplication
