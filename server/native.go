@@ -227,14 +227,9 @@ func (h *nativeHandlers) listEvents(c echo.Context) error {
 }
 
 func (h *nativeHandlers) getEvent(c echo.Context) error {
-	if err := h.enabled(); err != nil {
-		return err
-	}
-	e, err := h.native.Event(c.Request().Context(), projectOf(c), c.Param("id"))
-	if err != nil {
-		return nativeError(err)
-	}
-	return c.JSON(http.StatusOK, e)
+	return nativeAnswer(h, c, func(ctx context.Context, project string) (any, error) {
+		return h.native.Event(ctx, project, c.Param("id"))
+	})
 }
 
 // nativeError maps the native unit's errors to their answers.

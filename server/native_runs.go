@@ -75,25 +75,15 @@ func (h *nativeHandlers) listRuns(c echo.Context) error {
 }
 
 func (h *nativeHandlers) getRun(c echo.Context) error {
-	if err := h.enabled(); err != nil {
-		return err
-	}
-	r, err := h.native.Run(c.Request().Context(), projectOf(c), c.Param("id"))
-	if err != nil {
-		return nativeError(err)
-	}
-	return c.JSON(http.StatusOK, r)
+	return nativeAnswer(h, c, func(ctx context.Context, project string) (any, error) {
+		return h.native.Run(ctx, project, c.Param("id"))
+	})
 }
 
 func (h *nativeHandlers) cancelRun(c echo.Context) error {
-	if err := h.enabled(); err != nil {
-		return err
-	}
-	r, err := h.native.CancelRun(c.Request().Context(), projectOf(c), c.Param("id"))
-	if err != nil {
-		return nativeError(err)
-	}
-	return c.JSON(http.StatusOK, r)
+	return nativeAnswer(h, c, func(ctx context.Context, project string) (any, error) {
+		return h.native.CancelRun(ctx, project, c.Param("id"))
+	})
 }
 
 // replayRun re-runs a failed run from its failed step. The body may be empty or an empty
@@ -126,14 +116,9 @@ func (h *nativeHandlers) replayRun(c echo.Context) error {
 }
 
 func (h *nativeHandlers) runStats(c echo.Context) error {
-	if err := h.enabled(); err != nil {
-		return err
-	}
-	st, err := h.native.Stats(c.Request().Context(), projectOf(c))
-	if err != nil {
-		return nativeError(err)
-	}
-	return c.JSON(http.StatusOK, st)
+	return nativeAnswer(h, c, func(ctx context.Context, project string) (any, error) {
+		return h.native.Stats(ctx, project)
+	})
 }
 
 func (h *nativeHandlers) flowState(c echo.Context) error {
@@ -151,4 +136,17 @@ func (h *nativeHandlers) flowState(c echo.Context) error {
 		return nativeError(err)
 	}
 	return c.JSON(http.StatusOK, st)
+}
+
+// nativeAnswer runs one native read or action for the request's project and answers its
+// result as JSON (the unit's errors mapped by nativeError).
+func nativeAnswer(h *nativeHandlers, c echo.Context, do func(ctx context.Context, project string) (any, error)) error {
+	if err := h.enabled(); err != nil {
+		return err
+	}
+	v, err := do(c.Request().Context(), projectOf(c))
+	if err != nil {
+		return nativeError(err)
+	}
+	return c.JSON(http.StatusOK, v)
 }
