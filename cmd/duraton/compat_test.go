@@ -21,18 +21,24 @@ const compatTimeout = 5 * time.Minute
 // TestCompatQStashSDK runs the official @upstash/qstash SDK (testdata/compat, pinned in its
 // package-lock.json) against a real duraton process: it proves that an unmodified QStash
 // client and Receiver work with duraton for publish, batch, messages, DLQ, logs, queues,
-// signing, auth and input validation. The workflow files (wf-*.test.mjs) run in
-// TestCompatWorkflowSDK.
+// signing, auth and input validation. The workflow files (wf-*.test.mjs, native.test.mjs)
+// run in TestCompatWorkflowSDK.
 func TestCompatQStashSDK(t *testing.T) {
-	runCompatSuite(t, func(name string) bool { return !strings.HasPrefix(name, "wf-") }, 1)
+	runCompatSuite(t, func(name string) bool { return !workflowSDKFile(name) }, 1)
 }
 
 // TestCompatWorkflowSDK runs the official @upstash/workflow SDK (wf-*.test.mjs): real serve()
 // endpoints on 127.0.0.1 that verify every delivery with the SDK's own Receiver, triggered
 // with the official workflow Client. The files are independent (own endpoints, own run ids,
-// filters by run id), so they run concurrently against one duraton process.
+// filters by run id), so they run concurrently against one duraton process. native.test.mjs
+// runs serve() endpoints as native workflows (PUT /apps, POST /events).
 func TestCompatWorkflowSDK(t *testing.T) {
-	runCompatSuite(t, func(name string) bool { return strings.HasPrefix(name, "wf-") }, 4)
+	runCompatSuite(t, workflowSDKFile, 4)
+}
+
+// workflowSDKFile reports whether a compat test file uses @upstash/workflow.
+func workflowSDKFile(name string) bool {
+	return strings.HasPrefix(name, "wf-") || strings.HasPrefix(name, "native")
 }
 
 // runCompatSuite runs `node --test` on the testdata/compat/*.test.mjs files that keep accepts,
