@@ -88,8 +88,8 @@ type nativeEventAnswer struct {
 	ID      string
 	Deduped bool
 	Runs    []struct {
-		Workflow, RunID  string
-		Dropped, Deduped bool
+		Workflow, RunID, HolderRunID string
+		Dropped, Deduped, Skipped    bool
 	}
 }
 
