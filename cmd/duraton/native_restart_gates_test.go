@@ -260,10 +260,11 @@ func TestNativeBuffersAndSingletonSurviveSIGKILL(t *testing.T) {
 	}
 }
 
-// TestNativeThrottleSurvivesSIGKILL: 5 runs on one key under throttle 2 per 3 s (burst 2,
-// then one every 1.5 s). duraton is SIGKILLed after the third start and restarted at once:
-// the remaining runs keep the pace (no burst after the restart). Every pair of starts i < j
-// satisfies start[j]-start[i] >= (j-i-(limit-1))·interval, the GCRA's bound.
+// TestNativeThrottleSurvivesSIGKILL: one key under throttle 2 per 3 s (burst 2, then one
+// every 1.5 s). 3 runs are created, duraton is SIGKILLed after the burst started and
+// restarted at once, then 2 more runs are created: the delayed third run and the new ones
+// keep the pace (no burst after the restart). Every pair of starts i < j satisfies
+// start[j]-start[i] >= (j-i-(limit-1))·interval, the GCRA's bound.
 func TestNativeThrottleSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts, kills and restarts the duraton binary")
@@ -285,23 +286,29 @@ func TestNativeThrottleSurvivesSIGKILL(t *testing.T) {
 		{"name": "thr", "url": %q, "triggers": [{"event": "thr"}], "throttle": {"limit": %d, "perMs": %d, "key": "user"}}]}`,
 		ep.srv.URL+"/thr", limit, per.Milliseconds()))
 	require.Equal(t, http.StatusOK, status, "%s", raw)
-	events := make([]string, total)
-	for i := range events {
-		events[i] = fmt.Sprintf(`{"name": "thr", "data": {"user": "t", "n": %d}}`, i)
-	}
 	runs := map[string]bool{}
-	for _, ev := range sendNative(t, client, p1, "["+strings.Join(events, ",")+"]") {
-		require.Len(t, ev.Runs, 1, "%+v", ev)
-		require.NotEmpty(t, ev.Runs[0].RunID, "a throttled run is created at once: %+v", ev)
-		runs[ev.Runs[0].RunID] = true
+	send := func(p *proc, from, to int) {
+		events := make([]string, 0, to-from)
+		for i := from; i < to; i++ {
+			events = append(events, fmt.Sprintf(`{"name": "thr", "data": {"user": "t", "n": %d}}`, i))
+		}
+		for _, ev := range sendNative(t, client, p, "["+strings.Join(events, ",")+"]") {
+			require.Len(t, ev.Runs, 1, "%+v", ev)
+			require.NotEmpty(t, ev.Runs[0].RunID, "a throttled run is created at once: %+v", ev)
+			runs[ev.Runs[0].RunID] = true
+		}
 	}
-	require.Len(t, runs, total)
-
-	before := ep.waitRuns(t, "thr", limit+1, 10*time.Second)
+	// 3 runs before the crash: the burst starts, the third waits in the engine's due index.
+	send(p1, 0, limit+1)
+	before := ep.waitRuns(t, "thr", limit, 10*time.Second)
 	p1.Kill()
 	killAt := time.Now()
 	p2 := startDuratonAddr(t, dataDir, addr)
 	restartAt := time.Now()
+	// 2 more right after the restart: booked after the third (the key's throttle state
+	// survived), not started at once as a fresh key would be.
+	send(p2, limit+1, total)
+	require.Len(t, runs, total)
 	all := ep.waitRuns(t, "thr", total, 20*time.Second)
 
 	t0 := all[0].at
@@ -311,7 +318,7 @@ func TestNativeThrottleSurvivesSIGKILL(t *testing.T) {
 	}
 	t.Logf("killed at +%dms after %d starts, restarted at +%dms; starts:\n%s",
 		killAt.Sub(t0).Milliseconds(), len(before), restartAt.Sub(t0).Milliseconds(), timeline.String())
-	if nextDue := before[limit].at.Add(interval); !restartAt.Before(nextDue) {
+	if nextDue := before[0].at.Add(interval); !restartAt.Before(nextDue) {
 		t.Logf("the restart took longer than the throttle's interval: this run cannot tell a kept schedule from a lost one")
 	}
 	for _, d := range all {
