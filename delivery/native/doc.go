@@ -8,10 +8,12 @@
 // event, its fan-out, its gate states and the waiters it wakes are written in that one
 // transaction, so an answered event is durable with everything it caused.
 //
-// Built so far: definitions (every control accepted, validated and stored), events with
-// dedupeId, fan-out, the idempotency and rateLimit gates, waking waitForEvent waiters.
-// Not yet: debounce, batch, singleton, throttle, concurrency, priority (stored, not
-// enforced), cap and tokenThrottle (stored for the AI-spend work).
+// Files: defs.go (apps and definitions), events.go (intake, fan-out, run payloads),
+// gates.go (idempotency, rateLimit), buffers.go and flusher.go (debounce, batch and their
+// durable deadlines; singleton and throttle at run creation), runs.go and flowstate.go
+// (the run routes, /runs/stats, /flow-state). Concurrency (one scope) is a flow-control
+// key on the run and priority a shift of its waitlist order, both enforced by the
+// engine's scheduler. cap and tokenThrottle are stored for the AI-spend work.
 //
 // It imports delivery (the engine and its transaction seam), storage (records),
 // flowctl (controls, key paths, GCRA) and sdk/wire (header names). The server imports it.
