@@ -14,6 +14,10 @@ import (
 type IDGen struct {
 	mu   sync.Mutex
 	last int64
+	// pool holds random bytes read from crypto/rand a block at a time: an id takes 4 of
+	// them, so most ids cost no system call. left is how many are unused.
+	pool [512]byte
+	left int
 }
 
 // New returns a new id with the given prefix (e.g. "msg_") made at now.
@@ -26,16 +30,21 @@ func (g *IDGen) New(prefix string, now time.Time) string {
 // another id took that instant. A record keyed by the id and stamped with this time
 // orders the same by key and by time (logs listed newest first rely on it).
 func (g *IDGen) NewAt(prefix string, now time.Time) (string, time.Time) {
+	var b [12]byte
 	g.mu.Lock()
 	n := now.UnixNano()
 	if n <= g.last {
 		n = g.last + 1
 	}
 	g.last = n
+	if g.left < 4 {
+		_, _ = rand.Read(g.pool[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+		g.left = len(g.pool)
+	}
+	copy(b[8:], g.pool[len(g.pool)-g.left:])
+	g.left -= 4
 	g.mu.Unlock()
-	var b [12]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(n))
-	_, _ = rand.Read(b[8:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return prefix + hex.EncodeToString(b[:]), time.Unix(0, n)
 }
 
