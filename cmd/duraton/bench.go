@@ -120,39 +120,6 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 	token := servertest.Token
 	publishURL := srv.URL + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
-	var next atomic.Int64
-	var publishErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := 0; w < c; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, publishURL, bytes.NewBufferString(body))
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("Content-Type", "text/plain")
-				resp, err := client.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusCreated {
-						err = fmt.Errorf("publish answered %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					errOnce.Do(func() { publishErr = err })
-					return
-				}
-			}
-		}()
-	}
 	stopProgress := make(chan struct{})
 	go func() {
 		t := time.NewTicker(200 * time.Millisecond)
@@ -166,7 +133,22 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 			}
 		}
 	}()
-	wg.Wait()
+	start := time.Now()
+	publishErr := closedLoop(ctx, n, c, func(i int) error {
+		body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, publishURL, bytes.NewBufferString(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "text/plain")
+		resp, err := client.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				err = fmt.Errorf("publish answered %d", resp.StatusCode)
+			}
+		}
+		return err
+	})
 	publishDur := time.Since(start)
 	if publishErr != nil {
 		close(stopProgress)
@@ -245,4 +227,33 @@ func printJSONLine(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintln(w, string(line))
 	return err
+}
+
+// closedLoop runs job(0) … job(n-1) on workers goroutines, each taking the next index as
+// soon as its previous job returns (a closed loop: load follows the server's speed). It
+// stops handing out work at the first error or when ctx ends, and returns that error.
+func closedLoop(ctx context.Context, n, workers int, job func(i int) error) error {
+	var next atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := job(i); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					next.Store(int64(n)) // the others stop after their current job
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }

@@ -225,46 +225,34 @@ func (a *chaosAcked) runCount() int {
 // never acknowledged is not counted against the server.
 func loadChaos(ctx context.Context, client *sdk.Client, base string, o chaosOptions, acked *chaosAcked, retries *int64, logf func(string, ...any)) {
 	retriesN, retryDelay := 30, "200"
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	total := o.runs + o.messages
-	for range o.concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total || ctx.Err() != nil {
-					return
-				}
-				if i < o.runs {
-					runID := "wfr_chaos_" + strconv.Itoa(i)
-					ok := untilAcked(ctx, retries, func(ctx context.Context) error {
-						_, err := client.Trigger(ctx, sdk.TriggerRequest{URL: base + "/wf", RunID: runID, Body: []byte(`{}`), Retries: &retriesN, RetryDelay: retryDelay})
-						return err
-					})
-					if ok {
-						acked.mu.Lock()
-						acked.runs[runID] = true
-						acked.mu.Unlock()
-					}
-					continue
-				}
-				j := i - o.runs
-				ok := untilAcked(ctx, retries, func(ctx context.Context) error {
-					_, err := client.Publish(ctx, sdk.PublishRequest{URL: base + "/msg/" + strconv.Itoa(j), Body: []byte("m"),
-						DeduplicationID: "chaos-" + strconv.Itoa(j), Retries: &retriesN, RetryDelay: retryDelay})
-					return err
-				})
-				if ok {
-					acked.mu.Lock()
-					acked.messages[j] = true
-					acked.mu.Unlock()
-				}
+	// Nothing fails a job: what is never acknowledged is simply not counted.
+	_ = closedLoop(ctx, o.runs+o.messages, o.concurrency, func(i int) error {
+		if i < o.runs {
+			runID := "wfr_chaos_" + strconv.Itoa(i)
+			ok := untilAcked(ctx, retries, func(ctx context.Context) error {
+				_, err := client.Trigger(ctx, sdk.TriggerRequest{URL: base + "/wf", RunID: runID, Body: []byte(`{}`), Retries: &retriesN, RetryDelay: retryDelay})
+				return err
+			})
+			if ok {
+				acked.mu.Lock()
+				acked.runs[runID] = true
+				acked.mu.Unlock()
 			}
-		}()
-	}
-	wg.Wait()
+			return nil
+		}
+		j := i - o.runs
+		ok := untilAcked(ctx, retries, func(ctx context.Context) error {
+			_, err := client.Publish(ctx, sdk.PublishRequest{URL: base + "/msg/" + strconv.Itoa(j), Body: []byte("m"),
+				DeduplicationID: "chaos-" + strconv.Itoa(j), Retries: &retriesN, RetryDelay: retryDelay})
+			return err
+		})
+		if ok {
+			acked.mu.Lock()
+			acked.messages[j] = true
+			acked.mu.Unlock()
+		}
+		return nil
+	})
 	logf("chaos: %d runs and %d messages acknowledged", len(acked.runs), len(acked.messages))
 }
 

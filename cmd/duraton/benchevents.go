@@ -161,33 +161,19 @@ func benchEvents(ctx context.Context, events, perReq, conc, low int, progress fu
 
 	// Under load.
 	requests := (events + perReq - 1) / perReq
-	var next, sent atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
+	var sent atomic.Int64
 	start := time.Now()
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= requests || ctx.Err() != nil {
-					return
-				}
-				n := min(perReq, events-i*perReq)
-				if err := send(n); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					return
-				}
-				progress(int(sent.Add(int64(n))), events)
-			}
-		}()
-	}
-	wg.Wait()
+	err = closedLoop(ctx, requests, conc, func(i int) error {
+		n := min(perReq, events-i*perReq)
+		if err := send(n); err != nil {
+			return err
+		}
+		progress(int(sent.Add(int64(n))), events)
+		return nil
+	})
 	accepted := time.Since(start)
-	if firstErr != nil {
-		return benchEventsResult{}, firstErr
+	if err != nil {
+		return benchEventsResult{}, err
 	}
 	if err := waitFor(events * fanOut); err != nil {
 		return benchEventsResult{}, err

@@ -124,10 +124,7 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 		return benchWorkflowResult{}, err
 	}
 
-	var next, completed atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
+	var completed atomic.Int64
 	stopProgress := make(chan struct{})
 	go func() {
 		t := time.NewTicker(200 * time.Millisecond)
@@ -142,37 +139,25 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 		}
 	}()
 	start := time.Now()
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= runs || ctx.Err() != nil {
-					return
-				}
-				runID := "wfr_bench_" + strconv.Itoa(i)
-				ch := make(chan struct{})
-				rec.mu.Lock()
-				rec.done[runID], rec.started[runID] = ch, time.Now()
-				rec.mu.Unlock()
-				if _, err := client.Trigger(ctx, sdk.TriggerRequest{URL: url, RunID: runID, Body: []byte(`{}`)}); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					return
-				}
-				select {
-				case <-ch:
-					completed.Add(1)
-				case <-time.After(2 * time.Minute):
-					errOnce.Do(func() { firstErr = fmt.Errorf("run %s did not finish within 2 minutes", runID) })
-					return
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	firstErr := closedLoop(ctx, runs, conc, func(i int) error {
+		runID := "wfr_bench_" + strconv.Itoa(i)
+		ch := make(chan struct{})
+		rec.mu.Lock()
+		rec.done[runID], rec.started[runID] = ch, time.Now()
+		rec.mu.Unlock()
+		if _, err := client.Trigger(ctx, sdk.TriggerRequest{URL: url, RunID: runID, Body: []byte(`{}`)}); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+			completed.Add(1)
+			return nil
+		case <-time.After(2 * time.Minute):
+			return fmt.Errorf("run %s did not finish within 2 minutes", runID)
+		case <-ctx.Done():
+			return nil
+		}
+	})
 	elapsed := time.Since(start)
 	close(stopProgress)
 	if firstErr != nil {
