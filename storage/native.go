@@ -76,20 +76,12 @@ type Event struct {
 
 // PutApp creates or replaces an app record (its definitions are written separately).
 func (t *Tx) PutApp(project string, a *App) error {
-	b, err := t.writeBucket(project, bucketApps)
-	if err != nil {
-		return err
-	}
-	return put(b, a.Name, a)
+	return t.putRecord(project, bucketApps, a.Name, a)
 }
 
 // App reads an app.
 func (t *Tx) App(project, name string) (*App, error) {
-	var a App
-	if err := get(t.bucket(project, bucketApps), name, &a); err != nil {
-		return nil, err
-	}
-	return &a, nil
+	return getRecord[App](t.bucket(project, bucketApps), name)
 }
 
 // DeleteApp removes an app record; ErrNotFound when absent.

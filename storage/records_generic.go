@@ -11,6 +11,25 @@ import (
 // groups) share these: the bucket may be missing (a project from an older version, or
 // one with none yet), which reads as empty.
 
+// putRecord writes a record of a project's bucket (creating the bucket for a project
+// that predates it).
+func (t *Tx) putRecord(project, bucket, name string, v any) error {
+	b, err := t.writeBucket(project, bucket)
+	if err != nil {
+		return err
+	}
+	return put(b, name, v)
+}
+
+// getRecord reads a record; ErrNotFound when absent.
+func getRecord[T any](b *bolt.Bucket, name string) (*T, error) {
+	var r T
+	if err := get(b, name, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // deleteRecord removes a record; ErrNotFound when absent.
 func deleteRecord(b *bolt.Bucket, name string) error {
 	if b == nil || b.Get([]byte(name)) == nil {

@@ -25,20 +25,12 @@ type Schedule struct {
 
 // PutSchedule creates or replaces a schedule.
 func (t *Tx) PutSchedule(s *Schedule) error {
-	b, err := t.writeBucket(s.Project, bucketSchedules)
-	if err != nil {
-		return err
-	}
-	return put(b, s.ID, s)
+	return t.putRecord(s.Project, bucketSchedules, s.ID, s)
 }
 
 // Schedule reads a schedule.
 func (t *Tx) Schedule(project, id string) (*Schedule, error) {
-	var s Schedule
-	if err := get(t.bucket(project, bucketSchedules), id, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return getRecord[Schedule](t.bucket(project, bucketSchedules), id)
 }
 
 // DeleteSchedule removes a schedule; ErrNotFound when absent.

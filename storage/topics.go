@@ -19,20 +19,12 @@ type TopicEndpoint struct {
 
 // PutTopic creates or replaces a URL group.
 func (t *Tx) PutTopic(project string, tp *Topic) error {
-	b, err := t.writeBucket(project, bucketTopics)
-	if err != nil {
-		return err
-	}
-	return put(b, tp.Name, tp)
+	return t.putRecord(project, bucketTopics, tp.Name, tp)
 }
 
 // Topic reads a URL group.
 func (t *Tx) Topic(project, name string) (*Topic, error) {
-	var tp Topic
-	if err := get(t.bucket(project, bucketTopics), name, &tp); err != nil {
-		return nil, err
-	}
-	return &tp, nil
+	return getRecord[Topic](t.bucket(project, bucketTopics), name)
 }
 
 // DeleteTopic removes a URL group; ErrNotFound when absent.

@@ -335,20 +335,12 @@ func (t *Tx) DeleteDLQBefore(project, before string, limit int) (int, error) {
 
 // PutQueue creates or replaces a queue.
 func (t *Tx) PutQueue(project string, q *Queue) error {
-	b, err := t.writeBucket(project, bucketQueues)
-	if err != nil {
-		return err
-	}
-	return put(b, q.Name, q)
+	return t.putRecord(project, bucketQueues, q.Name, q)
 }
 
 // Queue reads a queue.
 func (t *Tx) Queue(project, name string) (*Queue, error) {
-	var q Queue
-	if err := get(t.bucket(project, bucketQueues), name, &q); err != nil {
-		return nil, err
-	}
-	return &q, nil
+	return getRecord[Queue](t.bucket(project, bucketQueues), name)
 }
 
 // DeleteQueue removes a queue; ErrNotFound when absent.
