@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -55,6 +56,18 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 			e.disp.retry(st, storageRetryDelay, false)
 			return
 		}
+	}
+	if st.GateKey != "" {
+		// The run's start is booked in its gate: durable before the request leaves, so a
+		// restart cannot turn into a burst. The delivery's retries are not starts.
+		if err := e.bookStart(ctx, entry.Project, st.GateKey, st.GateTAT); err != nil {
+			e.log.Error("record start gate", "project", entry.Project, "message_id", entry.MessageID, "err", err)
+			e.disp.retry(st, storageRetryDelay, false)
+			return
+		}
+		unGated := *m
+		unGated.StartGate = nil
+		m = &unGated
 	}
 	if h := e.cfg.Hooks.Woken; h != nil && !st.WokenAt.IsZero() {
 		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
@@ -130,4 +143,26 @@ func (e *Engine) recordWithRetry(ctx context.Context, m *Message, out Outcome) (
 		case <-time.After(recordBackoff[i]):
 		}
 	}
+}
+
+// bookStart stores a start gate's state after an admitted start: its GCRA at tat, kept
+// until the gate's full burst is back. A later booking only moves tat forward, so a
+// stale write never lowers it.
+//
+// The message keeps its gate until its outcome is recorded: a delivery sent again after
+// a crash passes the gate again, which may delay it but never exceeds the pace.
+func (e *Engine) bookStart(ctx context.Context, project, key string, tat int64) error {
+	_, err := update(ctx, e.store, func(tx *storage.Tx) (struct{}, error) {
+		old, err := tx.Gate(project, key)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+		case err != nil:
+			return struct{}{}, err
+		case old.GCRA.TAT >= tat:
+			return struct{}{}, nil
+		}
+		st := storage.GateState{GCRA: flowctl.GCRA{TAT: tat}, ExpiresAt: time.Unix(0, tat).UnixMilli() + 1}
+		return struct{}{}, tx.PutGate(project, key, &st)
+	})
+	return err
 }

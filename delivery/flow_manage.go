@@ -27,6 +27,7 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 		queues   []storage.Queue
 		starts   map[string][]int64
 		settings map[string]storage.FlowKeySettings
+		gates    map[string]flowctl.GCRA
 	}
 	states := make([]projectState, len(projects))
 	if err := e.store.View(func(tx *storage.Tx) error {
@@ -40,6 +41,9 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 				return err
 			}
 			if st.settings, err = tx.FlowKeys(p.ID); err != nil {
+				return err
+			}
+			if st.gates, err = tx.BusyGCRAs(p.ID, e.now().UnixNano()); err != nil {
 				return err
 			}
 			states[i] = st
@@ -58,6 +62,9 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 			}
 			for key, set := range states[i].settings {
 				s.RestoreKey(p.ID, key, nil, &sched.KeySettings{Paused: set.Paused, Pins: set.Pins})
+			}
+			for key, g := range states[i].gates {
+				s.RestoreGate(p.ID, key, g)
 			}
 		}
 	})

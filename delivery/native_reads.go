@@ -94,8 +94,8 @@ func (e *Engine) RunActivities(ctx context.Context, project string, ids []string
 
 // activityOf classifies a live run by its pending deliveries: one in flight makes it
 // running (waiting when that delivery is a call), one due makes it queued, one due later
-// sleeping — or queued when it is the first delivery of a run with no step yet, held
-// back by its throttle; a run with only a wait's timeout timer, or nothing pending, waits.
+// sleeping — or queued when it is the first delivery of a run with no step yet, due
+// later (a throttled first delivery is due now and waits in the scheduler); a run with only a wait's timeout timer, or nothing pending, waits.
 func activityOf(s *sched.Scheduler, pending []pendingDelivery, stepped bool, last, now time.Time) RunActivity {
 	var queued, sleeping *pendingDelivery
 	callInFlight := false
@@ -128,7 +128,7 @@ func activityOf(s *sched.Scheduler, pending []pendingDelivery, stepped bool, las
 		return RunActivity{Activity: ActivityQueued, Reason: reason, Since: since}
 	case sleeping != nil && !stepped && sleeping.m.Retried == 0:
 		at := time.Unix(0, sleeping.due.DueAt).UTC().Format(time.RFC3339Nano)
-		return RunActivity{Activity: ActivityQueued, Reason: "throttled: the first delivery starts at " + at, Since: time.UnixMilli(sleeping.m.CreatedAt)}
+		return RunActivity{Activity: ActivityQueued, Reason: "the first delivery is due at " + at, Since: time.UnixMilli(sleeping.m.CreatedAt)}
 	case sleeping != nil:
 		at := time.Unix(0, sleeping.due.DueAt).UTC().Format(time.RFC3339Nano)
 		reason := "sleeping until " + at

@@ -102,7 +102,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		ID: m.RunID, URL: url, CreatedAt: now.UnixMilli(), State: RunStarted,
 		Retries: m.Retries, RetryDelay: m.RetryDelay, TimeoutMs: m.TimeoutMs, Labels: m.Labels,
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
-		FlowControl: m.FlowControl, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
+		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
 	}
 	if err := tx.IndexRun(m.Project, run); err != nil {
 		return false, err
@@ -240,9 +240,9 @@ func (w *runs) appendHistoryTx(tx *storage.Tx, project string, run *Run, entry *
 func applyRun(m *Message, run *Run) {
 	m.Retries, m.RetryDelay, m.FailureCallback = run.Retries, run.RetryDelay, run.FailureCallback
 	if m.FlowControl == nil {
-		m.FlowControl = run.FlowControl
+		m.FlowControl, m.FlowExtra = run.FlowControl, run.FlowExtra
 	}
-	m.OrderAt = run.OrderAt()
+	m.OrderAt, m.PriorityShiftMs = run.OrderAt(), run.PriorityShiftMs
 	if run.TimeoutMs > 0 && m.TimeoutMs == 0 {
 		m.TimeoutMs = run.TimeoutMs
 	}

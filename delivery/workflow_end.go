@@ -252,7 +252,7 @@ func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID
 		}
 		cb.CallType = CallFailure
 		cb.Header = runHeaders(cb.Header, run)
-		cb.FlowControl, cb.OrderAt = run.FlowControl, run.OrderAt()
+		cb.FlowControl, cb.FlowExtra, cb.OrderAt, cb.PriorityShiftMs = run.FlowControl, run.FlowExtra, run.OrderAt(), run.PriorityShiftMs
 		run.FailureMessageID, run.FailureState = cb.ID, callbackInProgress
 		if err := tx.PutRun(cb.Project, run); err != nil {
 			return false, err
@@ -267,8 +267,8 @@ func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID
 		if err := w.appendStepTx(tx, run, cb, now); err != nil {
 			return false, err
 		}
-		cb.Retries, cb.RetryDelay, cb.FailureCallback, cb.FlowControl = retries, delay, fc, run.FlowControl
-		cb.OrderAt = run.OrderAt()
+		cb.Retries, cb.RetryDelay, cb.FailureCallback, cb.FlowControl, cb.FlowExtra = retries, delay, fc, run.FlowControl, run.FlowExtra
+		cb.OrderAt, cb.PriorityShiftMs = run.OrderAt(), run.PriorityShiftMs
 		cb.Labels = run.Labels
 		cb.Header = runHeaders(cb.Header, run)
 		return true, nil

@@ -75,15 +75,19 @@ func TestNativeConcurrency(t *testing.T) {
 	require.Equal(t, 1, most["b"])
 }
 
-// Two concurrency scopes cannot be enforced yet: registering them is refused, not
-// half-enforced.
-func TestNativeConcurrencyTwoScopesRefused(t *testing.T) {
+// Two concurrency scopes are accepted and shown as given (their enforcement is tested on
+// the engine in delivery/native, TestConcurrencyTwoScopes); the same key twice is refused.
+func TestNativeConcurrencyTwoScopes(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
 	r := env.putApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "sync", "url": %q, "triggers": [{"event": "e"}],
 		"concurrency": [{"limit": 2, "key": "account"}, {"limit": 10}]}]}`, env.Endpoint.URL("/wf")))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"concurrency":[{"limit":2,"key":"account"},{"limit":10}]`)
+	r = env.putApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "sync", "url": %q, "triggers": [{"event": "e"}],
+		"concurrency": [{"limit": 2, "key": "account"}, {"limit": 10, "key": "account"}]}]}`, env.Endpoint.URL("/wf")))
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
-	require.Contains(t, r.errorMessage(t), `"concurrency[1]"`)
+	require.Contains(t, r.errorMessage(t), `concurrency[1].key`)
 }
 
 func closeChan(c chan struct{}) {

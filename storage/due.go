@@ -2,9 +2,11 @@ package storage
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/duraton/duraton/flowctl"
@@ -26,11 +28,36 @@ type DueEntry struct {
 	// Timer marks an entry that sends nothing (a workflow wait's timeout): no flow-control
 	// slot applies to it.
 	Timer bool
+	// Extra are further keys whose slots the delivery holds (Message.FlowExtra).
+	Extra []ExtraKey
+	// ShiftMs is the run's priority shift (Message.PriorityShiftMs).
+	ShiftMs int64
+	// Gate is the run's start gate, on its first delivery until it is admitted.
+	Gate *StartGate
 
 	// Msg optionally carries the message itself in memory, so a freshly published message
 	// is sent without being read back. It is never stored.
 	Msg *Message
 }
+
+// ExtraKey is a further flow-control key a delivery holds a slot of, with its limit.
+type ExtraKey struct {
+	Key         string
+	Parallelism int
+}
+
+// StartGate paces the starts of a native workflow's runs (its throttle, flow-control.md
+// §B): the first delivery of a run waits in the scheduler until the scope's GCRA allows
+// a start, and the start is booked only then, so a start held back by another constraint
+// spends nothing. Key names the scope's stored GCRA state (a gate record).
+type StartGate struct {
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
+	PerMs int64  `json:"perMs"`
+}
+
+// Period is the gate's GCRA period.
+func (g *StartGate) Period() time.Duration { return time.Duration(g.PerMs) * time.Millisecond }
 
 // Key is the entry's index key; it orders entries by due time, then by message id.
 func (e DueEntry) Key() []byte {
@@ -41,13 +68,26 @@ func (e DueEntry) Key() []byte {
 }
 
 // value encodes the entry's fields after the key: project, queue, flow key, parallelism,
-// rate, period (ms), order and the timer flag, separated by NUL. Names never contain NUL (they are
-// validated against token patterns).
+// rate, period (ms), order, the timer flag, the extra keys ("key=n;key=n"), the priority
+// shift and the start gate (base64 key, limit, period ms), separated by NUL. Names never
+// contain NUL (they are validated against token patterns); the gate key may, hence base64.
+// Entries written before a field existed decode it as zero.
 func (e DueEntry) value() []byte {
 	var b bytes.Buffer
-	for i, f := range []string{e.Project, e.Queue, e.FlowKey,
+	fields := []string{e.Project, e.Queue, e.FlowKey,
 		strconv.Itoa(e.Limits.Parallelism), strconv.Itoa(e.Limits.Rate),
-		strconv.FormatInt(e.Limits.Period.Milliseconds(), 10), strconv.FormatInt(e.OrderAt, 10), strconv.FormatBool(e.Timer)} {
+		strconv.FormatInt(e.Limits.Period.Milliseconds(), 10), strconv.FormatInt(e.OrderAt, 10), strconv.FormatBool(e.Timer)}
+	if len(e.Extra) > 0 || e.ShiftMs != 0 || e.Gate != nil {
+		var extra []string
+		for _, x := range e.Extra {
+			extra = append(extra, x.Key+"="+strconv.Itoa(x.Parallelism))
+		}
+		fields = append(fields, strings.Join(extra, ";"), strconv.FormatInt(e.ShiftMs, 10))
+		if g := e.Gate; g != nil {
+			fields = append(fields, base64.RawURLEncoding.EncodeToString([]byte(g.Key)), strconv.Itoa(g.Limit), strconv.FormatInt(g.PerMs, 10))
+		}
+	}
+	for i, f := range fields {
 		if i > 0 {
 			b.WriteByte(0)
 		}
@@ -72,17 +112,44 @@ func decodeDue(k, v []byte) (DueEntry, error) {
 	e.Limits.Period = msDuration(period)
 	e.OrderAt, _ = strconv.ParseInt(string(f[6]), 10, 64)
 	e.Timer = string(f[7]) == "true"
+	if len(f) > 8 && len(f[8]) > 0 {
+		for _, x := range strings.Split(string(f[8]), ";") {
+			k, n, _ := strings.Cut(x, "=")
+			p, err := strconv.Atoi(n)
+			if err != nil || k == "" {
+				return DueEntry{}, fmt.Errorf("due index: extra key %q of %s: %w", x, e.MessageID, ErrCorrupt)
+			}
+			e.Extra = append(e.Extra, ExtraKey{Key: k, Parallelism: p})
+		}
+	}
+	if len(f) > 9 {
+		e.ShiftMs, _ = strconv.ParseInt(string(f[9]), 10, 64)
+	}
+	if len(f) > 12 {
+		key, err := base64.RawURLEncoding.DecodeString(string(f[10]))
+		if err != nil {
+			return DueEntry{}, fmt.Errorf("due index: gate key of %s: %w", e.MessageID, ErrCorrupt)
+		}
+		g := &StartGate{Key: string(key)}
+		g.Limit, _ = strconv.Atoi(string(f[11]))
+		g.PerMs, _ = strconv.ParseInt(string(f[12]), 10, 64)
+		e.Gate = g
+	}
 	return e, nil
 }
 
 // DueOf is the due entry of a message.
 func DueOf(m *Message) DueEntry {
-	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt, Timer: m.Kind == KindWaitTimeout}
+	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt, Timer: m.Kind == KindWaitTimeout,
+		ShiftMs: m.PriorityShiftMs, Gate: m.StartGate}
 	if e.OrderAt == 0 {
 		e.OrderAt = m.CreatedAt
 	}
 	if fc := m.FlowControl; fc != nil {
 		e.FlowKey, e.Limits = fc.Key, flowctl.LimitsOf(*fc)
+		for _, x := range m.FlowExtra {
+			e.Extra = append(e.Extra, ExtraKey{Key: x.Key, Parallelism: x.Parallelism})
+		}
 	}
 	return e
 }

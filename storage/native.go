@@ -289,6 +289,28 @@ func (t *Tx) PutGate(project, key string, st *GateState) error {
 	return put(b, key, st)
 }
 
+// BusyGCRAs returns the GCRA gate states of a project that are not idle at nowNs (their
+// full burst is not back yet), by gate key: the start gates the scheduler must remember
+// across a restart.
+func (t *Tx) BusyGCRAs(project string, nowNs int64) (map[string]flowctl.GCRA, error) {
+	out := map[string]flowctl.GCRA{}
+	b := t.bucket(project, bucketGates)
+	if b == nil {
+		return out, nil
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		var st GateState
+		if err := json.Unmarshal(v, &st); err != nil {
+			return fmt.Errorf("gate state %q: %w", k, err)
+		}
+		if st.GCRA.TAT > nowNs {
+			out[string(k)] = st.GCRA
+		}
+		return nil
+	})
+	return out, err
+}
+
 // DeleteGatesWithPrefix removes every gate state whose key starts with prefix (a removed
 // workflow's).
 func (t *Tx) DeleteGatesWithPrefix(project, prefix string) error {

@@ -54,6 +54,15 @@ type Message struct {
 	TimeoutMs   int64           `json:"timeoutMs,omitempty"`
 	DedupID     string          `json:"dedupId,omitempty"`
 	FlowControl *flowctl.Config `json:"flowControl,omitempty"`
+	// FlowExtra are further flow-control keys whose slots every delivery also holds (a
+	// native workflow's second concurrency constraint): only their parallelism applies.
+	FlowExtra []flowctl.Config `json:"flowExtra,omitempty"`
+	// PriorityShiftMs is the run's priority shift (OrderAt already includes it): the
+	// rings in which keys take turns rank a waiting key by its head's shift.
+	PriorityShiftMs int64 `json:"priorityShiftMs,omitempty"`
+	// StartGate is a run's start gate (a native throttle), on its first delivery until
+	// the delivery is admitted.
+	StartGate *StartGate `json:"startGate,omitempty"`
 
 	// Callback and FailureCallback describe the messages to create after each attempt and
 	// after the final failure.

@@ -52,6 +52,8 @@ type Run struct {
 	FailureCallback *CallbackSpec `json:"failureCallback,omitempty"`
 	// FlowControl is the run's flow-control configuration.
 	FlowControl *flowctl.Config `json:"flowControl,omitempty"`
+	// FlowExtra are the run's further flow-control keys (Message.FlowExtra).
+	FlowExtra []flowctl.Config `json:"flowExtra,omitempty"`
 	// PriorityShiftMs orders the run's deliveries in their waitlists as if the run had
 	// been created this much earlier (a native workflow's priority).
 	PriorityShiftMs int64 `json:"priorityShiftMs,omitempty"`

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/flowctl"
@@ -103,11 +102,8 @@ func (s *Service) flushTx(n *delivery.NativeTx, project, key string) (EventRun, 
 // startTx creates a run of d for events (the first is the payload's top level) after the
 // singleton gate: with a live holder in the scope, mode skip answers skipped with the
 // holder, mode cancel cancels the holder in this transaction and starts the new run. A
-// throttle then books the run's start and delays its first delivery to it.
-//
-// The throttle books at creation. Concurrency (a flow-control key on the run) may then
-// hold the first delivery back, having spent the throttle's capacity: the booking
-// belongs in the dispatcher's two-phase admission of the first delivery (not built).
+// throttle is not booked here: the run's first delivery carries its start gate, which the
+// scheduler admits together with the run's concurrency (runPublication).
 func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, events []payloadEvent) (EventRun, error) {
 	var singletonKey string
 	if g := d.FlowControl.Singleton; g != nil {
@@ -135,25 +131,6 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 	pub, err := runPublication(project, d, events)
 	if err != nil {
 		return EventRun{}, err
-	}
-	if g := d.FlowControl.Throttle; g != nil {
-		// The run is created now; its first delivery waits for its start in the
-		// throttle's pace, in the engine's due index (durable like any delayed message).
-		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
-		key := gateKey(d.Name, gateThrottle, value)
-		st, err := readGate(n.Tx, project, key)
-		if err != nil {
-			return EventRun{}, err
-		}
-		var cur flowctl.GCRA
-		if st != nil {
-			cur = st.GCRA
-		}
-		next, at := cur.Reserve(g.Limit, time.Duration(g.PerMs)*time.Millisecond, n.Now)
-		if err := n.Tx.PutGate(project, key, &gateState{GCRA: next, ExpiresAt: time.Unix(0, next.TAT).UnixMilli() + 1}); err != nil {
-			return EventRun{}, err
-		}
-		pub.Message.NotBefore = (at.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 	}
 	res, err := n.StartRun(pub)
 	if err != nil {

@@ -27,12 +27,19 @@ func bubbleNode(t *testing.T, dir string, ep *endpoint) (*node, func()) {
 
 // bubbleNodeWith is bubbleNode with any transport.
 func bubbleNodeWith(t *testing.T, dir string, ep http.RoundTripper) (*node, func()) {
+	return bubbleNodeConfig(t, dir, ep, func(*delivery.Config) {})
+}
+
+// bubbleNodeConfig is bubbleNodeWith with the engine's configuration changed by edit.
+func bubbleNodeConfig(t *testing.T, dir string, ep http.RoundTripper, edit func(*delivery.Config)) (*node, func()) {
 	store, err := storage.Open(filepath.Join(dir, "duraton.db"), storage.Options{})
 	require.NoError(t, err)
 	_, err = delivery.EnsureProject(t.Context(), store, delivery.Project{ID: project, CurrentSigningKey: "sig_a", NextSigningKey: "sig_b"}, "h")
 	require.NoError(t, err)
 	twice := storagetest.NewTwice(store)
-	e, err := delivery.New(delivery.Config{Transport: ep, Logger: slog.New(slog.DiscardHandler), SweepInterval: 24 * time.Hour}, twice)
+	cfg := delivery.Config{Transport: ep, Logger: slog.New(slog.DiscardHandler), SweepInterval: 24 * time.Hour}
+	edit(&cfg)
+	e, err := delivery.New(cfg, twice)
 	require.NoError(t, err)
 	require.NoError(t, e.Start(t.Context()))
 	svc, err := New(Config{CheckURL: func(raw string) (*url.URL, error) { return url.Parse(raw) }}, twice, e)

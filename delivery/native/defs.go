@@ -163,11 +163,6 @@ func (s *Service) parseWorkflow(i int, raw json.RawMessage) (Workflow, error) {
 		}
 		return Workflow{}, fail("flowControl", "%v", err)
 	}
-	if len(d.FlowControl.Concurrency) > 1 {
-		// Two scopes would need one delivery to wait on two keys at once, which the
-		// scheduler cannot do yet: refuse rather than enforce only one of them.
-		return Workflow{}, fail("concurrency[1]", "a second concurrency scope is not supported by this server yet")
-	}
 	return d, nil
 }
 

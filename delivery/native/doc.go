@@ -10,10 +10,14 @@
 //
 // Files: defs.go (apps and definitions), events.go (intake, fan-out, run payloads),
 // gates.go (idempotency, rateLimit), buffers.go and flusher.go (debounce, batch and their
-// durable deadlines; singleton and throttle at run creation), runs.go and flowstate.go
-// (the run routes, /runs/stats, /flow-state). Concurrency (one scope) is a flow-control
-// key on the run and priority a shift of its waitlist order, both enforced by the
-// engine's scheduler. cap and tokenThrottle are stored for the AI-spend work.
+// durable deadlines; singleton at run creation), runs.go and flowstate.go (the run
+// routes, /runs/stats, /flow-state). The controls of a run's deliveries are enforced by
+// the engine's scheduler (delivery/sched), which admits a delivery over all of them at
+// once: each concurrency scope is a flow-control key (the first the run's waitlist, a
+// second a further key whose slot is admitted with it), priority shifts the run's place
+// in its waitlist and its key's place in the rings, and throttle is a start gate on the
+// run's first delivery, booked only when that delivery is admitted. cap and
+// tokenThrottle are stored for the AI-spend work.
 //
 // It imports delivery (the engine and its transaction seam), storage (records),
 // flowctl (controls, key paths, GCRA) and sdk/wire (header names). The server imports it.

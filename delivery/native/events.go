@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/duraton/duraton/delivery"
@@ -247,11 +248,29 @@ func runPublication(project string, d *Workflow, events []payloadEvent) (deliver
 		},
 	}
 	init := &delivery.RunInit{URL: d.URL, DetectTrigger: true}
-	if cs := d.FlowControl.Concurrency; len(cs) > 0 {
-		// Every delivery of the run holds a slot of the scope's key (a flow-control key
-		// with the limit as its parallelism), so at most limit of them are in flight.
-		value, _ := flowctl.ResolveKey(events[0].Data, cs[0].Key)
-		m.FlowControl = &flowctl.Config{Key: concurrencyKey(d.Name, value), Parallelism: cs[0].Limit, Period: flowctl.DefaultPeriod}
+	for i, c := range d.FlowControl.Concurrency {
+		// Every delivery of the run holds a slot of each scope's key (a flow-control key
+		// with the limit as its parallelism), so at most limit of them are in flight per
+		// scope. The first scope is the run's waitlist; a second is a further key whose
+		// slot the scheduler admits together with the first's.
+		value, _ := flowctl.ResolveKey(events[0].Data, c.Key)
+		fc := flowctl.Config{Key: concurrencyKey(d.Name, i, value), Parallelism: c.Limit, Period: flowctl.DefaultPeriod}
+		if i == 0 {
+			m.FlowControl = &fc
+		} else {
+			m.FlowExtra = append(m.FlowExtra, fc)
+		}
+	}
+	if g := d.FlowControl.Throttle; g != nil {
+		// The run's first delivery passes the throttle's gate when the scheduler admits
+		// it, together with the concurrency slots: a start held back by concurrency
+		// spends nothing. A run without concurrency waits in a waitlist of its own
+		// scope, with no limit but the gate, so it holds up no one else.
+		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
+		m.StartGate = &storage.StartGate{Key: gateKey(d.Name, gateThrottle, value), Limit: g.Limit, PerMs: g.PerMs}
+		if m.FlowControl == nil {
+			m.FlowControl = &flowctl.Config{Key: throttleKey(d.Name, value), Period: flowctl.DefaultPeriod}
+		}
 	}
 	if p := d.FlowControl.Priority; p != nil {
 		init.PriorityShiftMs = p.ShiftMs
@@ -261,8 +280,20 @@ func runPublication(project string, d *Workflow, events []payloadEvent) (deliver
 
 // concurrencyKey is the flow-control key of a workflow's concurrency scope: readable,
 // and exact through the hash of the workflow's name and the scope's key value.
-func concurrencyKey(workflow, value string) string {
-	sum := sha256.Sum256([]byte(workflow + "\x00" + value))
+// The second scope's key (scope 1) is told apart by a "c1" in the hash.
+func concurrencyKey(workflow string, scope int, value string) string {
+	salt := ""
+	if scope > 0 {
+		salt = "\x00c" + strconv.Itoa(scope)
+	}
+	return flowKeyOf(workflow, value+salt)
+}
+
+// throttleKey is the waitlist of a throttled workflow without concurrency.
+func throttleKey(workflow, value string) string { return flowKeyOf(workflow, value+"\x00throttle") }
+
+func flowKeyOf(workflow, scope string) string {
+	sum := sha256.Sum256([]byte(workflow + "\x00" + scope))
 	return "wf." + strings.ReplaceAll(workflow, ":", "_") + "." + hex.EncodeToString(sum[:8])
 }
 

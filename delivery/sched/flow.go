@@ -2,6 +2,7 @@ package sched
 
 import (
 	"container/heap"
+	"sort"
 	"time"
 
 	"github.com/google/btree"
@@ -32,6 +33,7 @@ type flowQueue struct {
 	blockedSince time.Time // since when the head waits for it
 	timerAt      int64     // scheduled wake-up, unix ns (0: none)
 	ring         string    // the shared-limit ring the queue waits in ("": none)
+	rank         int64     // its place in that ring: joined at (unix ms) − its head's shift
 }
 
 // waitItem is a delivery in a waitlist, kept small and almost free of pointers: a
@@ -44,6 +46,7 @@ type waitItem struct {
 	limits  flowctl.Limits
 	since   int64  // unix ns it joined the waitlist
 	queue   string // the message's queue, usually ""
+	x       *itemExtras
 }
 
 // lessWait orders a waitlist: older runs first, then by message id (publication order).
@@ -55,13 +58,25 @@ func lessWait(a, b waitItem) bool {
 }
 
 func newWaitItem(e storage.DueEntry, now time.Time) waitItem {
-	return waitItem{orderAt: e.OrderAt, dueAt: e.DueAt, id: packID(e.MessageID), limits: e.Limits, since: now.UnixNano(), queue: e.Queue}
+	return waitItem{orderAt: e.OrderAt, dueAt: e.DueAt, id: packID(e.MessageID), limits: e.Limits, since: now.UnixNano(), queue: e.Queue, x: extrasOf(e)}
 }
 
 // entry rebuilds the due entry of a waiting delivery of q.
 func (w waitItem) entry(q *flowQueue) storage.DueEntry {
-	return storage.DueEntry{DueAt: w.dueAt, MessageID: w.id.String(), Project: q.id.project, Queue: w.queue,
+	e := storage.DueEntry{DueAt: w.dueAt, MessageID: w.id.String(), Project: q.id.project, Queue: w.queue,
 		FlowKey: q.id.key, Limits: w.limits, OrderAt: w.orderAt}
+	if w.x != nil {
+		e.Gate, e.Extra, e.ShiftMs = w.x.gate, w.x.extra, w.x.shiftMs
+	}
+	return e
+}
+
+// shiftMs is a waiting delivery's priority shift.
+func (w waitItem) shiftMs() int64 {
+	if w.x == nil {
+		return 0
+	}
+	return w.x.shiftMs
 }
 
 const ringEngine = "engine"
@@ -70,18 +85,22 @@ func ringOfProject(p string) string { return "project:" + p }
 
 // flowState is the scheduler's flow-control state.
 type flowState struct {
-	queues   map[flowID]*flowQueue
-	ceilings map[string]*flowctl.Ceiling
-	inFlight map[string]int // per project, every delivery (for globalParallelism)
-	keys     map[string]int // per project, the flow-control keys held (waitlists with a key)
-	rings    map[string][]*flowQueue
-	timers   timerHeap
+	queues    map[flowID]*flowQueue
+	ceilings  map[string]*flowctl.Ceiling
+	inFlight  map[string]int          // per project, every delivery (for globalParallelism)
+	keys      map[string]int          // per project, the flow-control keys held (waitlists with a key)
+	rings     map[string][]*flowQueue // each ordered by rank
+	timers    timerHeap
+	extra     map[flowID]*flowctl.Key // further keys' slots (gates.go)
+	gates     map[flowID]flowctl.GCRA // start gates' states (gates.go)
+	gateTakes int                     // admissions through a gate since the last sweep
 }
 
 func newFlowState() flowState {
 	return flowState{
 		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
 		inFlight: map[string]int{}, keys: map[string]int{}, rings: map[string][]*flowQueue{},
+		extra: map[flowID]*flowctl.Key{}, gates: map[flowID]flowctl.GCRA{},
 	}
 }
 
@@ -105,7 +124,7 @@ func (s *Scheduler) needsFlow(e storage.DueEntry) bool {
 	if e.Timer {
 		return false
 	}
-	if e.FlowKey != "" || s.cfg.ProjectCeiling > 0 {
+	if e.FlowKey != "" || e.Gate != nil || s.cfg.ProjectCeiling > 0 {
 		return true
 	}
 	if c := s.ceiling(e.Project); c.InFlight >= c.Limit {
@@ -133,6 +152,7 @@ func (s *Scheduler) enqueueFlow(e storage.DueEntry, now time.Time, starts *[]Sta
 	if e.FlowKey != "" {
 		q.key.Ask(e.Limits)
 	}
+	s.askExtras(e.Project, e.Extra)
 	q.waiting.ReplaceOrInsert(newWaitItem(e, now))
 	s.pump(q, now, -1, time.Time{}, starts)
 }
@@ -157,25 +177,38 @@ func (s *Scheduler) pump(q *flowQueue, now time.Time, limit int, wokenAt time.Ti
 	for started := 0; !s.stopping && q.waiting.Len() > 0 && (limit < 0 || started < limit); started++ {
 		if s.inFlight >= s.cfg.MaxInFlight {
 			s.block(q, "engine in-flight cap", now)
-			s.joinRing(q, ringEngine)
+			s.joinRing(q, ringEngine, now)
 			return
 		}
-		dec := flowctl.Admit(now, s.constraints(q)...)
+		head, _ := q.waiting.Min()
+		dec := flowctl.Admit(now, s.headConstraints(q, head, s.constraints(q))...)
 		if !dec.Admitted {
 			s.block(q, dec.BlockedBy.String(), now)
 			switch {
 			case !dec.RetryAt.IsZero():
 				s.wakeAt(q, dec.RetryAt)
 			case dec.BlockedBy == flowctl.Constraint(s.ceiling(q.id.project)):
-				s.joinRing(q, ringOfProject(q.id.project))
+				s.joinRing(q, ringOfProject(q.id.project), now)
+			default:
+				if x := s.blockingExtra(q, head, dec.BlockedBy); x != "" {
+					s.joinRing(q, ringOfSlot(q.id.project, x), now)
+				}
 			}
 			return // a key slot: the release of one pumps q again
 		}
-		head, _ := q.waiting.DeleteMin()
+		q.waiting.DeleteMin()
 		q.blockedBy, q.blockedSince = "", time.Time{}
 		adm := Admission{flow: q, WokenAt: wokenAt}
 		if e := q.key.Effective(); q.id.key != "" && e.Rate > 0 {
 			adm.RateStart, adm.RatePeriod = now.UnixNano(), e.Period
+		}
+		if head.x != nil && head.x.gate != nil {
+			adm.GateKey = head.x.gate.Key
+			adm.GateTAT = s.flow.gates[flowID{q.id.project, adm.GateKey}].TAT
+			if s.flow.gateTakes++; s.flow.gateTakes >= gateSweepEvery {
+				s.flow.gateTakes = 0
+				s.sweepGates(now)
+			}
 		}
 		*starts = append(*starts, s.start(head.entry(q), adm))
 	}
@@ -187,7 +220,7 @@ func (s *Scheduler) pump(q *flowQueue, now time.Time, limit int, wokenAt time.Ti
 			reason = s.ceiling(q.id.project).String()
 		}
 		s.block(q, reason, now)
-		s.joinRing(q, ring)
+		s.joinRing(q, ring, now)
 	}
 }
 
@@ -211,6 +244,9 @@ func (s *Scheduler) forgetWaiting(e storage.DueEntry, now time.Time) {
 		if q.id.key != "" {
 			q.key.Unask(item.limits)
 		}
+		if item.x != nil {
+			s.unaskExtras(q.id.project, item.x.extra, now)
+		}
 		s.evictIfIdle(q, now)
 	}
 }
@@ -231,12 +267,24 @@ func (s *Scheduler) block(q *flowQueue, by string, now time.Time) {
 	}
 }
 
-func (s *Scheduler) joinRing(q *flowQueue, ring string) {
+// joinRing puts q in ring at (now − its head's priority shift): the ring serves the
+// earliest, so with no shifts keys take turns in the order they came (flow-control.md,
+// "Waitlist").
+func (s *Scheduler) joinRing(q *flowQueue, ring string, now time.Time) {
 	if q.ring != "" {
 		return
 	}
 	q.ring = ring
-	s.flow.rings[ring] = append(s.flow.rings[ring], q)
+	q.rank = now.UnixMilli()
+	if head, ok := q.waiting.Min(); ok {
+		q.rank -= head.shiftMs()
+	}
+	r := s.flow.rings[ring]
+	i := sort.Search(len(r), func(i int) bool { return r[i].rank > q.rank })
+	r = append(r, nil)
+	copy(r[i+1:], r[i:])
+	r[i] = q
+	s.flow.rings[ring] = r
 }
 
 // pumpRing gives each queue waiting in ring one start, in turn, while there is room.
@@ -259,6 +307,7 @@ func (s *Scheduler) releaseFlow(st Start, now time.Time, starts *[]Start) {
 		if q.id.key != "" {
 			q.key.Unask(st.Entry.Limits)
 		}
+		s.releaseExtras(st.Entry, now, starts)
 		// The waitlist of deliveries without a key holds no slot of its own, so it may
 		// have been dropped as idle and made anew while this one was in flight: the
 		// release pumps the live one.
@@ -272,7 +321,7 @@ func (s *Scheduler) releaseFlow(st Start, now time.Time, starts *[]Start) {
 			// others.
 			if q.waiting.Len() > 0 {
 				s.block(q, c.String(), now)
-				s.joinRing(q, ringOfProject(q.id.project))
+				s.joinRing(q, ringOfProject(q.id.project), now)
 			}
 			s.pumpRing(ringOfProject(q.id.project), now, func() bool { return c.InFlight < c.Limit }, starts)
 		} else {

@@ -58,6 +58,7 @@ type pKey struct {
 	limits   flowctl.Limits
 	paused   bool
 	inFlight int
+	shiftMs  int64
 	starts   []int64 // ms, of requests that left or may have
 	order    []string
 }
@@ -78,6 +79,13 @@ type propSim struct {
 	inFlight  int
 	queueHeld map[string]bool
 	events    []pEvent
+
+	// A further key "x" some keyed deliveries also hold a slot of (per project), and a
+	// start gate "g" some pass (per project).
+	extraLimit int
+	extraIn    map[string]int
+	gate       *storage.StartGate
+	gateStarts map[string][]int64 // ms
 }
 
 type pEvent struct {
@@ -178,6 +186,14 @@ func (p *propSim) started(starts []Start) {
 				k.order = append(k.order, d.id)
 			}
 		}
+		if len(st.Entry.Extra) > 0 {
+			if p.extraIn[d.project]++; p.extraIn[d.project] > p.extraLimit {
+				p.fatalf("project %s: %d in flight on the further key over its limit %d", d.project, p.extraIn[d.project], p.extraLimit)
+			}
+		}
+		if st.GateKey != "" {
+			p.gateStarts[d.project] = append(p.gateStarts[d.project], p.now)
+		}
 		p.perProj[d.project]++
 		if limit := p.projectLimit(); p.perProj[d.project] > limit {
 			p.fatalf("project %s: %d in flight over its limit %d (ceiling %d, share %d)", d.project, p.perProj[d.project], limit, p.ceiling, p.share)
@@ -203,6 +219,9 @@ func (p *propSim) finish(e pEvent) {
 	p.perProj[d.project]--
 	if d.key >= 0 {
 		p.keys[d.key].inFlight--
+	}
+	if len(e.st.Entry.Extra) > 0 {
+		p.extraIn[d.project]--
 	}
 	out := outDone
 	if n := len(d.starts) - 1; n < len(d.outcomes) {
@@ -331,6 +350,19 @@ func (p *propSim) checkEnd() {
 	if p.s.InFlight() != 0 || p.s.Carried() != 0 {
 		p.fatalf("scheduler ends with %d in flight, %d bytes carried", p.s.InFlight(), p.s.Carried())
 	}
+	for project, starts := range p.gateStarts {
+		// The gate's bookings conform to its GCRA: limit at once from idle, then one
+		// every period/limit.
+		interval := p.gate.PerMs / int64(p.gate.Limit)
+		tau := interval * int64(p.gate.Limit-1)
+		var tat int64 = -1 << 62
+		for _, st := range starts {
+			if st < tat-tau {
+				p.fatalf("project %s: gate start at %dms before %dms (starts %v)", project, st, tat-tau, starts)
+			}
+			tat = max(tat, st) + interval
+		}
+	}
 	for ki, k := range p.keys {
 		if k.limits.Rate > 0 {
 			per := k.limits.Period.Milliseconds()
@@ -366,7 +398,12 @@ func (p *propSim) checkEnd() {
 }
 
 func newPropSim(t *rapid.T) *propSim {
-	p := &propSim{t: t, byID: map[string]*pDelivery{}, stored: map[string]storage.DueEntry{}, queueHeld: map[string]bool{}, perProj: map[string]int{}}
+	p := &propSim{t: t, byID: map[string]*pDelivery{}, stored: map[string]storage.DueEntry{}, queueHeld: map[string]bool{}, perProj: map[string]int{},
+		extraIn: map[string]int{}, gateStarts: map[string][]int64{}}
+	p.extraLimit = rapid.IntRange(0, 3).Draw(t, "extraLimit")
+	if rapid.Bool().Draw(t, "gate") {
+		p.gate = &storage.StartGate{Key: "g\x00v", Limit: rapid.IntRange(1, 3).Draw(t, "gateLimit"), PerMs: 1000 * int64(rapid.IntRange(1, 4).Draw(t, "gatePeriod"))}
+	}
 	p.ceiling = rapid.IntRange(0, 5).Draw(t, "ceiling")
 	p.maxIn = rapid.IntRange(1, 8).Draw(t, "maxInFlight")
 	p.share = rapid.IntRange(0, 8).Draw(t, "projectShare")
@@ -392,7 +429,7 @@ func newPropSim(t *rapid.T) *propSim {
 		if l.Parallelism == 0 && l.Rate == 0 {
 			l.Parallelism = 1
 		}
-		p.keys = append(p.keys, &pKey{limits: l, project: []string{"p", "r"}[i%2]})
+		p.keys = append(p.keys, &pKey{limits: l, project: []string{"p", "r"}[i%2], shiftMs: unit * int64(rapid.IntRange(-2, 2).Draw(t, "shift"))})
 		if rapid.IntRange(0, 3).Draw(t, "pauses") == 0 {
 			from := unit * int64(rapid.IntRange(0, 30).Draw(t, "pauseFrom"))
 			p.push(pEvent{at: from, kind: 2, key: i})
@@ -425,6 +462,16 @@ func newPropSim(t *rapid.T) *propSim {
 		d.entry = storage.DueEntry{DueAt: at(d.arrive).UnixNano(), MessageID: d.id, Project: d.project, OrderAt: d.arrive}
 		if d.key >= 0 {
 			d.entry.FlowKey, d.entry.Limits = fmt.Sprintf("k%d", d.key), p.keys[d.key].limits
+			if p.extraLimit > 0 && rapid.Bool().Draw(t, "holdsExtra") {
+				d.entry.Extra = []storage.ExtraKey{{Key: "x", Parallelism: p.extraLimit}}
+			}
+			if p.gate != nil && rapid.Bool().Draw(t, "gated") {
+				d.entry.Gate = p.gate
+			}
+			// A key's deliveries share a shift (a workflow's priority), so its order
+			// stays arrival order; the shift ranks the key in the rings.
+			d.entry.ShiftMs = p.keys[d.key].shiftMs
+			d.entry.OrderAt -= d.entry.ShiftMs
 		}
 		if d.queue {
 			d.entry.Queue = "q"

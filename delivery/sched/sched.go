@@ -81,6 +81,12 @@ type Admission struct {
 	RatePeriod time.Duration
 	// WokenAt is the slot release that started the delivery (zero: started otherwise).
 	WokenAt time.Time
+	// GateKey ("": no gate) is the run start gate the delivery passed, and GateTAT the
+	// gate's state after it: the caller makes it durable before the request leaves. A
+	// start that is then not sent keeps its booking (giving it back could let a later
+	// booking made on top of it exceed the pace).
+	GateKey string
+	GateTAT int64
 }
 
 // PageRequest asks the caller to read up to Limit due entries with index keys above
