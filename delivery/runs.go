@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/duraton/duraton/storage"
@@ -29,10 +30,25 @@ type runHooks interface {
 
 // runs is the workflow-run unit: run creation and history, steps, waits and notifies,
 // run ends and parent resumption. Its methods run inside transactions given to them;
-// it holds only its limits and an id generator.
+// it holds only its limits, an id generator and the clock that orders runs.
 type runs struct {
 	limits runLimits
 	ids    *storage.IDGen
+	order  orderClock
+}
+
+// orderClock hands out run creation times in unix ns that never repeat, so runs created
+// in one millisecond (or one transaction) keep their creation order in waitlists.
+type orderClock struct{ last atomic.Int64 }
+
+func (c *orderClock) next(now time.Time) int64 {
+	for {
+		last := c.last.Load()
+		n := max(now.UnixNano(), last+1)
+		if c.last.CompareAndSwap(last, n) {
+			return n
+		}
+	}
 }
 
 // runLimits are the workflow limits of Config.

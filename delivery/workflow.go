@@ -99,7 +99,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		url = m.URL
 	}
 	run := &Run{
-		ID: m.RunID, URL: url, CreatedAt: now.UnixMilli(), State: RunStarted,
+		ID: m.RunID, URL: url, CreatedAt: now.UnixMilli(), OrderNs: w.order.next(now), State: RunStarted,
 		Retries: m.Retries, RetryDelay: m.RetryDelay, TimeoutMs: m.TimeoutMs, Labels: m.Labels,
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/deliverytest"
+	"github.com/duraton/duraton/sdk"
 )
 
 // concurrency {limit, key}: at most limit deliveries of the workflow per key value hold a
@@ -148,4 +150,95 @@ func (e *apiEnv) lastRunOf(t *testing.T, workflow string) string {
 	require.NoError(t, err)
 	require.NotEmpty(t, runs, "no run of %s", workflow)
 	return runs[0].ID
+}
+
+// concurrencySteps records the steps a native workflow's runs execute, in order.
+type concurrencySteps struct {
+	mu    sync.Mutex
+	steps []string
+	added chan struct{}
+}
+
+func (s *concurrencySteps) add(step string) {
+	s.mu.Lock()
+	s.steps = append(s.steps, step)
+	s.mu.Unlock()
+	s.added <- struct{}{}
+}
+
+func (s *concurrencySteps) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.steps...)
+}
+
+// A sleeping run holds no concurrency slot: with limit 1, a second run's first step runs
+// while the first run sleeps (for an hour: if the sleeper held the slot, the second run
+// could not start within the test).
+func TestNativeConcurrencySleepersHoldNoSlot(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	app := newSDKApp(t, env)
+	rec := &concurrencySteps{added: make(chan struct{}, 16)}
+	url := app.mount("/sleepy", func(c *sdk.Context) (any, error) {
+		ev, _ := c.Event()
+		var data struct{ N string }
+		if err := ev.Decode(&data); err != nil {
+			return nil, err
+		}
+		if _, err := sdk.Run(c, "a", func() (bool, error) { rec.add(data.N + ":a"); return true, nil }); err != nil {
+			return nil, err
+		}
+		if data.N == "r1" {
+			if err := c.Sleep("nap", time.Hour); err != nil {
+				return nil, err
+			}
+		}
+		return sdk.Run(c, "b", func() (bool, error) { rec.add(data.N + ":b"); return true, nil })
+	})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "sleepy", "url": %q, "triggers": [{"event": "e"}],
+		"concurrency": {"limit": 1}}]}`, url))
+	env.sendEvents(t, `{"name": "e", "data": {"n": "r1"}}`)
+	waitSteps(t, rec, 1)
+	env.sendEvents(t, `{"name": "e", "data": {"n": "r2"}}`)
+	waitSteps(t, rec, 3)
+	require.Equal(t, []string{"r1:a", "r2:a", "r2:b"}, rec.all(), "r2 runs while r1 sleeps")
+}
+
+// Inside one concurrency scope, older runs go first: a run's next step waits ahead of
+// newer runs' first steps, so with limit 1 each run finishes before the next begins.
+func TestNativeConcurrencyOldRunsFirst(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	app := newSDKApp(t, env)
+	rec := &concurrencySteps{added: make(chan struct{}, 16)}
+	url := app.mount("/steps", func(c *sdk.Context) (any, error) {
+		ev, _ := c.Event()
+		var data struct{ N string }
+		if err := ev.Decode(&data); err != nil {
+			return nil, err
+		}
+		for _, step := range []string{"a", "b", "c"} {
+			if _, err := sdk.Run(c, step, func() (bool, error) { rec.add(data.N + ":" + step); return true, nil }); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "steps", "url": %q, "triggers": [{"event": "e"}],
+		"concurrency": {"limit": 1}}]}`, url))
+	env.sendEvents(t, `[{"name": "e", "data": {"n": "r1"}}, {"name": "e", "data": {"n": "r2"}}, {"name": "e", "data": {"n": "r3"}}]`)
+	waitSteps(t, rec, 9)
+	require.Equal(t, []string{"r1:a", "r1:b", "r1:c", "r2:a", "r2:b", "r2:c", "r3:a", "r3:b", "r3:c"}, rec.all())
+}
+
+func waitSteps(t *testing.T, rec *concurrencySteps, n int) {
+	t.Helper()
+	for len(rec.all()) < n {
+		select {
+		case <-rec.added:
+		case <-time.After(waitTimeout):
+			t.Fatalf("waited for %d steps, have %v", n, rec.all())
+		}
+	}
 }

@@ -23,7 +23,8 @@ type DueEntry struct {
 	FlowKey   string
 	Limits    flowctl.Limits
 	// OrderAt orders deliveries waiting on one flow-control key: older runs first (the
-	// run's creation time in unix ms, or the message's for plain messages).
+	// run's creation time in unix ns less its priority shift, or the message's creation
+	// time for plain messages).
 	OrderAt int64
 	// Timer marks an entry that sends nothing (a workflow wait's timeout): no flow-control
 	// slot applies to it.
@@ -143,7 +144,7 @@ func DueOf(m *Message) DueEntry {
 	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt, Timer: m.Kind == KindWaitTimeout,
 		ShiftMs: m.PriorityShiftMs, Gate: m.StartGate}
 	if e.OrderAt == 0 {
-		e.OrderAt = m.CreatedAt
+		e.OrderAt = m.CreatedAt * int64(time.Millisecond)
 	}
 	if fc := m.FlowControl; fc != nil {
 		e.FlowKey, e.Limits = fc.Key, flowctl.LimitsOf(*fc)

@@ -42,8 +42,8 @@ type Message struct {
 	// Duraton-Hops header it arrived with); its deliveries carry Hops+1.
 	Hops      int   `json:"hops,omitempty"`
 	CreatedAt int64 `json:"createdAt"`
-	// OrderAt orders the message among the deliveries of its flow-control key: its run's
-	// creation time for workflow messages (older runs finish first), else CreatedAt.
+	// OrderAt (unix ns) orders the message among the deliveries of its flow-control key:
+	// its run's order (Run.OrderAt: older runs finish first), else CreatedAt.
 	OrderAt     int64           `json:"orderAt,omitempty"`
 	NotBefore   int64           `json:"notBefore"`
 	DueAt       int64           `json:"dueAt"`

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -54,6 +55,9 @@ type Run struct {
 	FlowControl *flowctl.Config `json:"flowControl,omitempty"`
 	// FlowExtra are the run's further flow-control keys (Message.FlowExtra).
 	FlowExtra []flowctl.Config `json:"flowExtra,omitempty"`
+	// OrderNs is the run's creation time in unix ns, unique per engine, so runs created
+	// in the same millisecond keep their creation order in waitlists.
+	OrderNs int64 `json:"orderNs,omitempty"`
 	// PriorityShiftMs orders the run's deliveries in their waitlists as if the run had
 	// been created this much earlier (a native workflow's priority).
 	PriorityShiftMs int64 `json:"priorityShiftMs,omitempty"`
@@ -73,7 +77,13 @@ func (r *Run) Live() bool { return r.State == RunStarted }
 
 // OrderAt is where the run's deliveries stand in a waitlist: its creation time, shifted
 // earlier by its priority.
-func (r *Run) OrderAt() int64 { return r.CreatedAt - r.PriorityShiftMs }
+func (r *Run) OrderAt() int64 {
+	created := r.OrderNs
+	if created == 0 { // a run stored before OrderNs existed
+		created = r.CreatedAt * int64(time.Millisecond)
+	}
+	return created - r.PriorityShiftMs*int64(time.Millisecond)
+}
 
 // ParentLink is what a child run needs to resume its invoker: a publish-style message
 // template (the invoke envelope's headers, parsed) and the invoke step to complete.
