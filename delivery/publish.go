@@ -35,6 +35,9 @@ func (e *Engine) checkNewFlowKeys(pubs []Publication) error {
 			fresh = map[pk]bool{}
 		}
 		fresh[pk{m.Project, m.FlowControl.Key}] = true
+		for _, x := range m.FlowExtra {
+			fresh[pk{m.Project, x.Key}] = true
+		}
 	}
 	if len(fresh) == 0 {
 		return nil

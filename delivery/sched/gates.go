@@ -33,6 +33,7 @@ func (s *Scheduler) extraKey(project, key string) *flowctl.Key {
 	if k == nil {
 		k = flowctl.NewKey(key)
 		s.flow.extra[id] = k
+		s.flow.keys[project]++ // held in memory like a waitlist: counted for MaxFlowKeys
 	}
 	return k
 }
@@ -41,6 +42,9 @@ func (s *Scheduler) dropExtraIfIdle(project, key string, now time.Time) {
 	id := flowID{project, key}
 	if k := s.flow.extra[id]; k != nil && k.Idle(now) && len(s.flow.rings[ringOfSlot(project, key)]) == 0 {
 		delete(s.flow.extra, id)
+		if s.flow.keys[project]--; s.flow.keys[project] <= 0 {
+			delete(s.flow.keys, project)
+		}
 	}
 }
 

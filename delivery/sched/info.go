@@ -127,6 +127,9 @@ func (s *Scheduler) KeySettings(project, key string, change func(*flowctl.Key)) 
 // (deliveries waiting or in flight, a rate window, an operator's setting).
 func (s *Scheduler) HoldsKey(project, key string) bool {
 	_, ok := s.flow.queues[flowID{project, key}]
+	if !ok {
+		_, ok = s.flow.extra[flowID{project, key}]
+	}
 	return ok
 }
 

@@ -350,6 +350,9 @@ func (p *propSim) checkEnd() {
 	if p.s.InFlight() != 0 || p.s.Carried() != 0 {
 		p.fatalf("scheduler ends with %d in flight, %d bytes carried", p.s.InFlight(), p.s.Carried())
 	}
+	if len(p.s.flow.extra) != 0 {
+		p.fatalf("scheduler ends holding further keys %v", p.s.flow.extra)
+	}
 	for project, starts := range p.gateStarts {
 		// The gate's bookings conform to its GCRA: limit at once from idle, then one
 		// every period/limit.
