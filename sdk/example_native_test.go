@@ -2,75 +2,71 @@ package sdk_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 
 	"github.com/duraton/duraton/sdk"
 )
 
-// fakeNative stands in for a Duraton server's native API so the example runs
-// hermetically: it echoes a registration and answers each event with the outcome a
-// real server gives a workflow with a rateLimit of 1 (the first starts a run, the
-// next is dropped).
-func fakeNative() *httptest.Server {
-	sent := 0
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.Method + " " + r.URL.Path {
-		case "PUT /apps/accounts":
-			var in struct{ Workflows []map[string]any }
-			_ = json.NewDecoder(r.Body).Decode(&in)
-			for _, wf := range in.Workflows {
-				wf["app"] = "accounts"
-			}
-			_ = json.NewEncoder(w).Encode(map[string]any{"name": "accounts", "workflows": in.Workflows})
-		case "POST /events":
-			sent++
-			if sent == 1 {
-				_, _ = io.WriteString(w, `{"events":[{"id":"evt_1","runs":[{"workflow":"welcome","runId":"wfr_1"}]}]}`)
-			} else {
-				_, _ = io.WriteString(w, `{"events":[{"id":"evt_2","runs":[{"workflow":"welcome","dropped":true}]}]}`)
-			}
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-}
+// An App serves a deployment's native workflows from one handler; RegisterApp sends
+// their definitions, and events start runs that read the event with Context.Event.
+func ExampleApp() {
+	h := startExample() // a real in-process Duraton and a local HTTP server
+	defer h.Close()
 
-func ExampleClient_RegisterApp() {
-	srv := fakeNative() // in real code: NewClient() reads QSTASH_URL and QSTASH_TOKEN
-	defer srv.Close()
-	client, err := sdk.NewClient(sdk.WithBaseURL(srv.URL), sdk.WithToken("dev-token"))
+	greeted := make(chan string, 1)
+	welcome := func(c *sdk.Context) (any, error) {
+		ev, ok := c.Event()
+		if !ok {
+			return nil, sdk.NonRetryable(fmt.Errorf("run %s was not started by an event", c.RunID))
+		}
+		var user struct{ User string }
+		if err := ev.Decode(&user); err != nil {
+			return nil, sdk.NonRetryable(err)
+		}
+		return sdk.Run(c, "greet", func() (string, error) {
+			greeted <- "welcome " + user.User
+			return "done", nil
+		})
+	}
+	// In an application: sdk.NewApp("accounts", "https://accounts.example.com/workflows", ...)
+	// and http.Handle("/workflows/", app); the handlers read the signing keys from the
+	// environment.
+	app, err := sdk.NewApp("accounts", h.app.URL+"/workflows", []sdk.Workflow{{
+		Name:      "welcome",
+		Triggers:  []string{"user.created"},
+		RateLimit: &sdk.Rate{Limit: 1, PerMs: 60_000, Key: "user"},
+		Handler:   welcome,
+	}}, sdk.WithServeEnv(h.srv.Env()))
 	if err != nil {
 		panic(err)
 	}
+	h.mux.Handle("/workflows/", app)
+
 	ctx := context.Background()
-	app, err := client.RegisterApp(ctx, "accounts", []sdk.Workflow{{
-		Name:     "welcome",
-		URL:      "https://accounts.example.com/workflows/welcome",
-		Triggers: []string{"user.created"},
-		Controls: sdk.Controls{RateLimit: &sdk.Rate{Limit: 1, PerMs: 60_000, Key: "user"}},
-	}})
+	reg, err := h.client.RegisterApp(ctx, app)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(app.Workflows[0].App, app.Workflows[0].Name, app.Workflows[0].TriggerEvents())
+	fmt.Println(reg.Workflows[0].App, reg.Workflows[0].Name, reg.Workflows[0].TriggerEvents())
 
-	for range 2 {
-		res, err := client.SendEvent(ctx, sdk.Event{Name: "user.created", Data: map[string]string{"user": "ann"}})
-		if err != nil {
-			panic(err)
-		}
-		run, _ := res.Run("welcome")
-		fmt.Println(res.ID, run.Started(), run.RunID, run.Dropped)
+	res, err := h.client.SendEvents(ctx, []sdk.Event{
+		{Name: "user.created", Data: map[string]string{"user": "ann"}},
+		{Name: "user.created", Data: map[string]string{"user": "ann"}}, // over the rateLimit
+	})
+	if err != nil {
+		panic(err)
 	}
+	for _, r := range res {
+		run, _ := r.Run("welcome")
+		fmt.Println(run.Started(), run.Dropped)
+	}
+	fmt.Println(<-greeted)
 	// Output:
 	// accounts welcome [user.created]
-	// evt_1 true wfr_1 false
-	// evt_2 false  true
+	// true false
+	// false true
+	// welcome ann
 }
 
 // A native run's route reads the event that started it with Context.Event.

@@ -2,39 +2,20 @@ package sdk
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/duraton/duraton/sdk/wire"
 )
 
 // ReceivedEvent is an event as a native run receives it (native-api.md, "What the
-// endpoint receives").
-type ReceivedEvent struct {
-	ID   string          `json:"id"`
-	Name string          `json:"name"`
-	Data json.RawMessage `json:"data"`
-	// Ts is when the server received it, unix milliseconds.
-	Ts int64 `json:"ts"`
-}
-
-// Time is when the server received the event.
-func (e ReceivedEvent) Time() time.Time { return time.UnixMilli(e.Ts) }
-
-// Decode decodes the event's data as JSON into v.
-func (e ReceivedEvent) Decode(v any) error { return json.Unmarshal(e.Data, v) }
-
-// nativePayload is a native run's initial payload.
-type nativePayload struct {
-	ReceivedEvent
-	Events []ReceivedEvent `json:"events"`
-}
+// endpoint receives"); Time and Decode read it.
+type ReceivedEvent = wire.ReceivedEvent
 
 // native parses the run's payload as a native run's; ok is false for a run not started
 // by an event (no Duraton-Workflow header, or a payload of another shape).
-func (c *Context) native() (nativePayload, bool) {
-	var p nativePayload
+func (c *Context) native() (wire.NativePayload, bool) {
+	var p wire.NativePayload
 	if c.Headers.Get(wire.HeaderDuratonWorkflow) == "" || json.Unmarshal(c.payload, &p) != nil || p.ID == "" || len(p.Events) == 0 {
-		return nativePayload{}, false
+		return wire.NativePayload{}, false
 	}
 	return p, true
 }
@@ -57,7 +38,7 @@ func (c *Context) Events() []ReceivedEvent {
 	return p.Events
 }
 
-// Workflow and App name the native workflow this run belongs to ("" when the run was not
+// Workflow names the native workflow this run belongs to ("" when the run was not
 // started by an event).
 func (c *Context) Workflow() string { return c.Headers.Get(wire.HeaderDuratonWorkflow) }
 

@@ -44,11 +44,13 @@ func TestNativeGoSDK(t *testing.T) {
 	ctx := context.Background()
 
 	retries := 1
-	reg, err := client.RegisterApp(ctx, "accounts", []sdk.Workflow{
+	accounts, err := sdk.NewApp("accounts", "", []sdk.Workflow{
 		{Name: "sync", URL: url, Triggers: []string{"user.created"}, Retries: &retries},
 		{Name: "limited", URL: url, Triggers: []string{"user.created"},
-			Controls: sdk.Controls{RateLimit: &sdk.Rate{Limit: 1, PerMs: 60_000}, Concurrency: []sdk.Concurrency{{Limit: 3, Key: "user"}}}},
+			RateLimit: &sdk.Rate{Limit: 1, PerMs: 60_000}, Concurrency: []sdk.Concurrency{{Limit: 3, Key: "user"}}},
 	})
+	require.NoError(t, err)
+	reg, err := client.RegisterApp(ctx, accounts)
 	require.NoError(t, err)
 	require.Equal(t, "accounts", reg.Name)
 	require.Len(t, reg.Workflows, 2)
@@ -100,8 +102,10 @@ func TestNativeGoSDK(t *testing.T) {
 	require.Equal(t, map[string]int{"ann": 2, "bob": 1}, byUser)
 
 	// A bad definition is an APIError naming the workflow and field; nothing changed.
-	_, err = client.RegisterApp(ctx, "accounts", []sdk.Workflow{{Name: "sync", URL: url, Triggers: []string{"x"},
-		Controls: sdk.Controls{RateLimit: &sdk.Rate{Limit: 0, PerMs: 60_000}}}})
+	bad, err := sdk.NewApp("accounts", "", []sdk.Workflow{{Name: "sync", URL: url, Triggers: []string{"x"},
+		RateLimit: &sdk.Rate{Limit: 0, PerMs: 60_000}}})
+	require.NoError(t, err)
+	_, err = client.RegisterApp(ctx, bad)
 	var apiErr *sdk.APIError
 	require.True(t, errors.As(err, &apiErr), "%v", err)
 	require.Equal(t, http.StatusBadRequest, apiErr.Status)

@@ -115,10 +115,15 @@ func benchEvents(ctx context.Context, events, perReq, conc, low int, progress fu
 	if err != nil {
 		return benchEventsResult{}, err
 	}
-	if _, err := client.RegisterApp(ctx, "bench", []sdk.Workflow{
+	// The endpoint above serves both workflows, so the app only registers them.
+	app, err := sdk.NewApp("bench", "", []sdk.Workflow{
 		{Name: "bench.a", URL: url + "/a", Triggers: []string{"bench.event"}},
 		{Name: "bench.b", URL: url + "/b", Triggers: []string{"bench.event"}},
-	}); err != nil {
+	})
+	if err != nil {
+		return benchEventsResult{}, err
+	}
+	if _, err := client.RegisterApp(ctx, app); err != nil {
 		return benchEventsResult{}, err
 	}
 	delivered := func() int {
