@@ -70,6 +70,12 @@ type Config struct {
 	// Native serves the native API at the root paths (apps, workflows, events;
 	// native-api.md) with the project's token. Default: those routes answer 404.
 	Native Native
+	// TokenlessProject, when set, is the project of native-API requests (the root paths:
+	// apps, workflows, events, runs, flow-state) that carry no Authorization header, so
+	// `curl "$DURATON_URL/flow-state"` works in `duraton dev` (native-api.md). A request
+	// with a token is still checked. Only dev mode sets it; default empty: every request
+	// needs a token.
+	TokenlessProject string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives request errors. Default slog.Default().
@@ -203,7 +209,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)
 	(&keyHandlers{engine: engine}).register(v2)
-	(&nativeHandlers{native: cfg.Native, cfg: cfg}).register(e.Group("", auth.middleware, hopLimit(cfg.MaxHops)))
+	(&nativeHandlers{native: cfg.Native, cfg: cfg}).register(e.Group("", auth.tokenless(cfg.TokenlessProject), hopLimit(cfg.MaxHops)))
 	s := &Server{cfg: cfg, echo: e}
 	(&healthHandlers{engine: engine, draining: &s.draining}).register(e)
 	e.GET("/metrics", s.metrics)

@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	// startupTimeout bounds the wait for the four export lines on stdout.
+	// startupTimeout bounds the wait for the export lines on stdout.
 	startupTimeout = 30 * time.Second
 	// shutdownTimeout bounds a graceful (SIGTERM) shutdown.
 	shutdownTimeout = 15 * time.Second
@@ -98,7 +98,7 @@ type proc struct {
 	t        testing.TB
 	cmd      *exec.Cmd
 	stderr   *lockedBuffer
-	stdout   *lockedBuffer // stdout after the four export lines
+	stdout   *lockedBuffer // stdout after the export lines
 	ended    bool          // Kill or Stop was called: exiting is expected
 	waitOnce sync.Once
 	waitErr  error
@@ -106,9 +106,9 @@ type proc struct {
 }
 
 // exportKeys are the lines `duraton dev` must print first, in this order.
-var exportKeys = []string{"QSTASH_URL", "QSTASH_TOKEN", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"}
+var exportKeys = []string{"QSTASH_URL", "QSTASH_TOKEN", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY", "DURATON_URL", "DURATON_TOKEN"}
 
-// startDuraton starts `duraton dev --addr 127.0.0.1:0 --data dataDir`, waits for its four
+// startDuraton starts `duraton dev --addr 127.0.0.1:0 --data dataDir`, waits for its
 // export lines and returns the credentials. A cleanup stops it with SIGTERM (failing the test
 // if that does not end it in time) and logs its stderr if the test failed.
 func startDuraton(t testing.TB, dataDir string) *proc {
@@ -182,6 +182,8 @@ func startDuratonAddr(t testing.TB, dataDir, addr string, extra ...string) *proc
 	p.CurrentSigningKey = vals["QSTASH_CURRENT_SIGNING_KEY"]
 	p.NextSigningKey = vals["QSTASH_NEXT_SIGNING_KEY"]
 	require.True(t, strings.HasPrefix(p.URL, "http://127.0.0.1:"), "QSTASH_URL must be a loopback URL, got %q", p.URL)
+	require.Equal(t, vals["QSTASH_URL"], vals["DURATON_URL"], "DURATON_URL is the native API's name for QSTASH_URL")
+	require.Equal(t, p.Token, vals["DURATON_TOKEN"])
 	return p
 }
 

@@ -112,6 +112,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		Schedules:        sched,
 		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
 		Native:           nat,
+		TokenlessProject: tokenlessProject(m, project.ID),
 		AdminToken:       f.AdminToken,
 		Backup:           store.Backup,
 		Console:          cons,
@@ -146,12 +147,14 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 
 	baseURL := "http://" + ln.Addr().String()
 	if tcp, ok := ln.Addr().(*net.TCPAddr); m == modeDev && ok && !tcp.IP.IsLoopback() {
-		log.Warn("dev mode listens beyond loopback: its token and signing keys are public, so anyone who reaches this address can use the server; use `duraton serve` for anything but local development",
+		log.Warn("dev mode listens beyond loopback: its token and signing keys are public and its native API needs no token, so anyone who reaches this address can use the server; use `duraton serve` for anything but local development",
 			"addr", ln.Addr().String())
 	}
 	if m == modeDev {
 		fmt.Fprintf(stdout, "export QSTASH_URL=%s\nexport QSTASH_TOKEN=%s\nexport QSTASH_CURRENT_SIGNING_KEY=%s\nexport QSTASH_NEXT_SIGNING_KEY=%s\n",
 			baseURL, token, project.CurrentSigningKey, project.NextSigningKey)
+		// The native API's and the CLI verbs' names for the same URL and token.
+		fmt.Fprintf(stdout, "export DURATON_URL=%s\nexport DURATON_TOKEN=%s\n", baseURL, token)
 	} else {
 		fmt.Fprintf(stdout, "listening on %s\n", baseURL)
 	}
@@ -173,6 +176,15 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	sched.Stop()
 	engine.Stop()
 	return err
+}
+
+// tokenlessProject is the project tokenless native-API requests run as: the dev project
+// in dev mode, none (a token is required) in serve mode.
+func tokenlessProject(m mode, project string) string {
+	if m == modeDev {
+		return project
+	}
+	return ""
 }
 
 // ensureDefaultProject makes sure the project "default" exists. In dev mode it has the
