@@ -31,6 +31,9 @@ Usage:
   duraton keys show   --project ID   print a project's signing keys
   duraton keys rotate --project ID   make the next signing key current and generate a new next key
   duraton tokens list|create|revoke  list, create (--project ID) and revoke (TOKEN-ID) API tokens
+  duraton events send NAME [DATA]    send an event (DATA is JSON) to DURATON_URL; shows what each workflow did
+  duraton workflows list [--app A]   list the registered native workflows and their controls
+  duraton runs list|get RUN-ID       list native runs (--workflow, --status, ...) or show one with its steps
   duraton check   --data DIR         check the data file's consistency (read-only; server stopped)
   duraton backup --to FILE           download a consistent snapshot from a running server (--admin-token)
   duraton restore --from FILE        put a snapshot in place as the data file of a stopped server
@@ -61,6 +64,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = runKeys(ctx, args[1:], stdout, stderr, getenv)
 	case "tokens":
 		err = runTokens(args[1:], stdout, stderr, getenv)
+	case "events":
+		err = runEvents(ctx, args[1:], stdout, stderr, getenv)
+	case "workflows":
+		err = runWorkflows(ctx, args[1:], stdout, stderr, getenv)
+	case "runs":
+		err = runRuns(ctx, args[1:], stdout, stderr, getenv)
 	case "check":
 		err = runCheck(args[1:], stdout, stderr, getenv)
 	case "backup":
