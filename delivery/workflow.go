@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
@@ -61,6 +62,9 @@ type RunInit struct {
 	// PriorityShiftMs is a native workflow's priority: the run's deliveries wait as if
 	// it had been created this much earlier.
 	PriorityShiftMs int64
+	// FlowKeys are a native run's keyed controls as resolved at creation (shown on
+	// GET /runs/{id}).
+	FlowKeys []flowctl.RunKey
 }
 
 // Publication is one message to publish. A message with RunID set belongs to a workflow
@@ -103,6 +107,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		Retries: m.Retries, RetryDelay: m.RetryDelay, TimeoutMs: m.TimeoutMs, Labels: m.Labels,
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
+		FlowKeys: init.FlowKeys,
 	}
 	if err := tx.IndexRun(m.Project, run); err != nil {
 		return false, err

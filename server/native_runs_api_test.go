@@ -33,7 +33,7 @@ type nativeRun struct {
 	StartedAt int64
 	EndedAt   int64
 	EventIDs  []string
-	Keys      map[string]string
+	Keys      map[string]json.RawMessage
 	Steps     []runStep
 	Waiting   *struct {
 		Reason string

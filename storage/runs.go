@@ -61,6 +61,8 @@ type Run struct {
 	// PriorityShiftMs orders the run's deliveries in their waitlists as if the run had
 	// been created this much earlier (a native workflow's priority).
 	PriorityShiftMs int64 `json:"priorityShiftMs,omitempty"`
+	// FlowKeys are a native run's keyed controls as resolved when it was created.
+	FlowKeys []flowctl.RunKey `json:"flowKeys,omitempty"`
 	// DLQID names the dead letter of the delivery that failed the run.
 	DLQID string `json:"dlqId,omitempty"`
 	// Parent is set on a run started by context.invoke: how to resume the invoker.

@@ -132,6 +132,7 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 	if err != nil {
 		return EventRun{}, err
 	}
+	pub.Init.FlowKeys = d.FlowControl.ResolveKeys(events[0].Data) // shown on GET /runs/{id}
 	res, err := n.StartRun(pub)
 	if err != nil {
 		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)

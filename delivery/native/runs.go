@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
@@ -60,10 +61,39 @@ type RunView struct {
 	StartedAt int64             `json:"startedAt,omitempty"`
 	EndedAt   int64             `json:"endedAt,omitempty"`
 	EventIDs  []string          `json:"eventIds"`
-	Keys      map[string]string `json:"keys"`
+	Keys      map[string]RunKey `json:"keys"`
 	Steps     []RunStep         `json:"steps,omitempty"`
 	DLQID     string            `json:"dlqId,omitempty"`
 	Waiting   *RunWaiting       `json:"waiting,omitempty"`
+}
+
+// RunKey is one keyed control of a run as resolved when the run was created: its key
+// path and either Scope "key" with the resolved Value (a JSON scalar: "a1", 1, true) or
+// Scope "workflow" (the whole-workflow scope: no path, or the path named a missing field,
+// an object, an array or null).
+type RunKey struct {
+	Path  string          `json:"path,omitempty"`
+	Scope string          `json:"scope"`
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// Scopes of a RunKey.
+const (
+	ScopeKey      = "key"
+	ScopeWorkflow = "workflow"
+)
+
+// runKeys shows a run's resolved keys by control name.
+func runKeys(keys []flowctl.RunKey) map[string]RunKey {
+	out := make(map[string]RunKey, len(keys))
+	for _, k := range keys {
+		v := RunKey{Path: k.Path, Scope: ScopeWorkflow}
+		if !k.WholeWorkflow() {
+			v.Scope, v.Value = ScopeKey, json.RawMessage(k.Value)
+		}
+		out[k.Control] = v
+	}
+	return out
 }
 
 // RunFilter selects runs of GET /runs; empty fields select everything.
@@ -220,7 +250,7 @@ func (s *Service) views(ctx context.Context, project string, runs []delivery.Run
 		r := &runs[i]
 		wf, app := nativeOf(&r.Run)
 		v := RunView{RunID: r.ID, Workflow: wf, App: app, CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
-			EventIDs: []string{}, Keys: map[string]string{}, DLQID: r.DLQID}
+			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID}
 		all := recordedSteps(r.History)
 		if len(all) > 0 {
 			v.StartedAt = all[0].EndedAt
