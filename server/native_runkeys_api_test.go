@@ -60,7 +60,9 @@ func TestNativeRunKeys(t *testing.T) {
 	require.JSONEq(t, want, keysOf(runs["keyed"]))
 	r := env.call(t, http.MethodGet, "/runs?workflow=keyed", nil)
 	require.Equal(t, http.StatusOK, r.Status)
-	var page struct{ Runs []struct{ Keys json.RawMessage } }
+	var page struct {
+		Runs []struct{ Keys json.RawMessage }
+	}
 	require.NoError(t, json.Unmarshal(r.Body, &page))
 	require.Len(t, page.Runs, 1)
 	require.JSONEq(t, want, string(page.Runs[0].Keys))
