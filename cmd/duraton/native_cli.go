@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -375,6 +377,17 @@ func runRunsGet(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fmt.Fprintf(tw, "started\t%s\n", msTime(r.StartedAt))
 	fmt.Fprintf(tw, "ended\t%s\n", msTime(r.EndedAt))
 	fmt.Fprintf(tw, "events\t%s\n", dash(strings.Join(r.EventIDs, ", ")))
+	for _, name := range slices.Sorted(maps.Keys(r.Keys)) {
+		k := r.Keys[name]
+		switch {
+		case k.Scope == native.ScopeKey:
+			fmt.Fprintf(tw, "key %s\t%s = %s\n", name, k.Path, k.Value)
+		case k.Path != "":
+			fmt.Fprintf(tw, "key %s\twhole workflow (%s resolved to no scalar)\n", name, k.Path)
+		default:
+			fmt.Fprintf(tw, "key %s\twhole workflow\n", name)
+		}
+	}
 	if r.DLQID != "" {
 		fmt.Fprintf(tw, "dead letter\t%s\n", r.DLQID)
 	}

@@ -41,7 +41,8 @@ func TestNativeCLI(t *testing.T) {
 	}
 	app, err := sdk.NewApp("accounts", ep.URL+"/wf", []sdk.Workflow{
 		{Name: "greet", Triggers: []string{"user.created"}, Handler: greet},
-		{Name: "limited", Triggers: []string{"user.created"}, Handler: greet, RateLimit: &sdk.Rate{Limit: 1, PerMs: 60_000}},
+		{Name: "limited", Triggers: []string{"user.created"}, Handler: greet, RateLimit: &sdk.Rate{Limit: 1, PerMs: 60_000},
+			Concurrency: []sdk.Concurrency{{Limit: 2, Key: "user"}}, Singleton: &sdk.Singleton{Key: "team", Mode: "skip"}},
 	}, sdk.WithServeEnv(srv.Env()))
 	require.NoError(t, err)
 	mux.Handle("/wf/", app)
@@ -57,6 +58,7 @@ func TestNativeCLI(t *testing.T) {
 	require.Regexp(t, `(?m)^greet +started +wfr_\S+$`, out)
 	require.Regexp(t, `(?m)^limited +started +wfr_\S+$`, out)
 	runID := regexp.MustCompile(`(?m)^greet +started +(wfr_\S+)$`).FindStringSubmatch(out)[1]
+	first := out
 
 	code, out, errOut = cliRun(env, "events", "send", "user.created", `{"user":"bob"}`, "--dedupe-id", "d1")
 	require.Equal(t, 0, code, errOut)
@@ -78,7 +80,7 @@ func TestNativeCLI(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^APP +WORKFLOW +TRIGGERS +CONTROLS +URL\n`, out)
 	require.Regexp(t, `(?m)^accounts +greet +user.created +- +`+regexp.QuoteMeta(ep.URL)+`/wf/greet$`, out)
-	require.Regexp(t, `(?m)^accounts +limited +user.created +rateLimit +`, out)
+	require.Regexp(t, `(?m)^accounts +limited +user.created +concurrency,rateLimit,singleton +`, out)
 	code, out, _ = cliRun(env, "workflows", "list", "--app", "other")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "no workflows registered")
@@ -103,6 +105,13 @@ func TestNativeCLI(t *testing.T) {
 	require.Regexp(t, `(?m)^status +succeeded$`, out)
 	require.Regexp(t, `(?m)^events +evt_\S+$`, out)
 	require.Regexp(t, `(?m)^1 +greet +Run +succeeded +\S+ +"hello \{\\"user\\":\\"ann\\"\}"$`, out)
+
+	limitedID := regexp.MustCompile(`(?m)^limited +started +(wfr_\S+)$`).FindStringSubmatch(first)[1]
+	code, out, errOut = cliRun(env, "runs", "get", limitedID)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^key concurrency +user = "ann"$`, out)
+	require.Regexp(t, `(?m)^key rateLimit +whole workflow$`, out)
+	require.Regexp(t, `(?m)^key singleton +whole workflow \(team resolved to no scalar\)$`, out)
 
 	code, out, errOut = cliRun(env, "runs", "list", "--workflow", "greet")
 	require.Equal(t, 0, code, errOut)
