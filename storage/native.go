@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/duraton/duraton/flowctl"
@@ -267,7 +268,8 @@ func (t *Tx) PutEventDedup(project, dedupeID string, r *DedupRecord) error {
 type GateState struct {
 	ExpiresAt int64        `json:"expiresAt"`
 	GCRA      flowctl.GCRA `json:"gcra,omitzero"`
-	// RunID is a singleton scope's holder: the run last started in it.
+	// RunID is a singleton scope's holder: the run last started in it. The record is
+	// swept once that run has ended (DeleteExpiredGates).
 	RunID string `json:"runId,omitempty"`
 }
 
@@ -328,7 +330,10 @@ func (t *Tx) DeleteGatesWithPrefix(project, prefix string) error {
 	return nil
 }
 
-// DeleteExpiredGates removes up to limit gate states that expired before nowMs.
+// DeleteExpiredGates removes up to limit gate states that expired before nowMs, and
+// singleton holder records whose run has ended or is gone (they never expire by time: a
+// holder matters exactly while its run is live, and without this one record per key
+// value ever seen would stay until the workflow is removed).
 func (t *Tx) DeleteExpiredGates(project string, nowMs int64, limit int) (int, error) {
 	b := t.bucket(project, bucketGates)
 	if b == nil {
@@ -343,7 +348,19 @@ func (t *Tx) DeleteExpiredGates(project string, nowMs int64, limit int) (int, er
 		if err := json.Unmarshal(v, &st); err != nil {
 			return fmt.Errorf("gate state %q: %w", k, err)
 		}
-		if st.ExpiresAt < nowMs {
+		gone := st.ExpiresAt < nowMs
+		if !gone && st.RunID != "" {
+			r, err := t.Run(project, st.RunID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				gone = true
+			case err != nil:
+				return fmt.Errorf("gate state %q: holder run %q: %w", k, st.RunID, err)
+			default:
+				gone = !r.Live()
+			}
+		}
+		if gone {
 			expired = append(expired, append([]byte(nil), k...))
 		}
 		return nil

@@ -142,7 +142,8 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 	}
 	if singletonKey != "" {
 		// The holder record matters while its run may be live; it is replaced by the next
-		// run of the scope and removed with the workflow.
+		// run of the scope, swept by the engine's retention sweep once its run has ended,
+		// and removed with the workflow.
 		st := gateState{RunID: pub.Message.RunID, ExpiresAt: math.MaxInt64}
 		if err := n.Tx.PutGate(project, singletonKey, &st); err != nil {
 			return EventRun{}, err
