@@ -23,7 +23,7 @@ func TestNativeRunKeys(t *testing.T) {
 	})
 	env.mustPutApp(t, "docs", fmt.Sprintf(`{"workflows": [
 		{"name": "keyed", "url": %q, "triggers": [{"event": "go"}],
-		 "concurrency": {"limit": 5, "key": "account"},
+		 "concurrency": [{"limit": 5, "key": "account"}, {"limit": 50}],
 		 "throttle": {"limit": 100, "perMs": 1000, "key": "user.id"},
 		 "singleton": {"key": "n", "mode": "skip"},
 		 "idempotency": {"key": "flag"},
@@ -38,6 +38,7 @@ func TestNativeRunKeys(t *testing.T) {
 	}
 	want := `{
 		"concurrency":    {"path": "account", "scope": "key", "value": "a1"},
+		"concurrency[1]": {"scope": "workflow"},
 		"throttle":       {"path": "user.id", "scope": "key", "value": 1},
 		"rateLimit":      {"scope": "workflow"},
 		"singleton":      {"path": "n", "scope": "workflow"},
