@@ -13,6 +13,9 @@
 //     for key rotation). NewReceiverFromEnv reads QSTASH_CURRENT_SIGNING_KEY and
 //     QSTASH_NEXT_SIGNING_KEY.
 //   - The workflow serve handler (an http.Handler) and its step Context.
+//   - Native workflows (Duraton's own API): Workflow definitions with their flow controls
+//     and handlers, App (one http.Handler for an app's workflows), Client.RegisterApp,
+//     Client.SendEvent(s), and Context.Event / Events in a run started by an event.
 //
 // Every call that does I/O takes a context.Context first. A non-2xx answer of the server is
 // returned as *APIError, which keeps the HTTP status (errors.As, IsNotFound).
