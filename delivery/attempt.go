@@ -72,9 +72,26 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 	if h := e.cfg.Hooks.Woken; h != nil && !st.WokenAt.IsZero() {
 		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
 	}
-	sent := e.now()
-	out := e.send(ctx, m, body, sent)
-	e.cfg.Observer.Attempt(verdictLabel(out.Verdict), e.now().Sub(sent))
+	var stopped *Outcome
+	ai := isAICall(m)
+	if ai {
+		if stopped, err = e.capOutcome(m); err != nil { // ai.go
+			e.log.Error("read run for its ai cap", "run_id", m.RunID, "project", m.Project, "err", err)
+			e.disp.retry(st, storageRetryDelay, false)
+			return
+		}
+	}
+	var out Outcome
+	if stopped != nil {
+		out = *stopped
+	} else {
+		sent := e.now()
+		out = e.send(ctx, m, body, sent)
+		e.cfg.Observer.Attempt(verdictLabel(out.Verdict), e.now().Sub(sent))
+		if ai {
+			e.meterAI(m, &out)
+		}
+	}
 	if ctx.Err() != nil {
 		// Shutting down: the answer may be incomplete. The due entry stays, so the
 		// message is sent again after restart without spending a retry.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -83,6 +84,10 @@ type Config struct {
 	// Destinations decides which addresses attempts may connect to (checked at dial time).
 	// The zero value allows public addresses only.
 	Destinations netguard.Policy
+	// AIPrices is the AI price table (USD per million tokens per model) that prices AI
+	// steps whose provider reports no cost. Default: none (tokens metered, cost 0, and a
+	// run with a maxCost cap cannot start an AI step).
+	AIPrices *flowctl.AIPrices
 	// Transport, if set, replaces the SSRF-guarded transport (tests and benchmarks).
 	Transport http.RoundTripper
 	// Hooks observe the engine (benchmarks and tests); nil fields cost nothing.

@@ -52,16 +52,29 @@ func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan
 		p.next.State = storage.StateFailed
 		// A workflow's outbound call has no dead letter of its own: its last callback
 		// tells the workflow, which decides.
+		// A budget stop (ai.go) fails the run itself: dead letter and the run's failure
+		// function, no callback to the workflow.
 		dlqID := ""
-		if m.CallType != CallToCallback {
+		if m.CallType != CallToCallback || out.budget != nil {
 			dlqID = e.ids.New(storage.PrefixDLQ, now)
 			p.dlq = &storage.DLQEntry{DLQID: dlqID, FailedAt: now.UnixMilli(), Message: p.next, Response: out.Response}
 		}
-		if spec := m.FailureCallback; spec != nil {
+		spec := m.FailureCallback
+		if out.budget != nil {
+			spec = out.budget.failure
+		}
+		if spec != nil {
 			failure = e.callbackMessage(m, spec, storage.KindFailureCallback, callbackPayloadFor(m, out, dlqID), now)
 		}
 	}
-	for _, cb := range []*Message{e.callbackOf(m, out, now), failure} {
+	var cb *Message
+	if out.budget == nil {
+		cb = e.callbackOf(m, out, now)
+	}
+	if cb != nil && out.AI != nil {
+		cb.AIUsage = out.AI // for the callback's history entry
+	}
+	for _, cb := range []*Message{cb, failure} {
 		if cb != nil {
 			p.callbacks = append(p.callbacks, cb)
 			p.cbLogs = append(p.cbLogs, *e.createdLog(cb, now))
@@ -130,7 +143,12 @@ func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error)
 		if err := tx.AppendLog(m.Project, &logEv); err != nil {
 			return fx, err
 		}
-		if plan.log.State == storage.StateFailed && isWorkflowDelivery(m) {
+		if out.AI != nil && m.RunID != "" {
+			if err := addRunUsageTx(tx, m.Project, m.RunID, *out.AI); err != nil { // ai.go
+				return fx, err
+			}
+		}
+		if plan.log.State == storage.StateFailed && (isWorkflowDelivery(m) || out.budget != nil) {
 			runFx, err := e.hooks.failed(tx, m, dlqID, now)
 			if err != nil {
 				return fx, err
@@ -242,6 +260,9 @@ func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) wire.Call
 	}
 	if p.SourceHeader == nil {
 		p.SourceHeader = map[string][]string{}
+	}
+	if m.AICall {
+		p.SourceHeader = withoutCredentials(p.SourceHeader) // ai.go
 	}
 	return p
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
@@ -34,6 +35,7 @@ const (
 	FaultNone        Fault = ""
 	FaultDestination Fault = "destination" // the endpoint answered non-2xx or could not be reached
 	FaultInternal    Fault = "internal"    // Duraton could not build or sign the request
+	FaultBudget      Fault = "budget"      // the run's AI cap did not let the call start (ai.go)
 )
 
 // Outcome is the classified result of one attempt. Only the retry policy reads it.
@@ -42,6 +44,10 @@ type Outcome struct {
 	Fault      Fault
 	Response   storage.Response
 	RetryAfter time.Duration // > 0 when the endpoint asked for a specific delay (429)
+	// AI is the metered usage of an AI call's answer (ai.go).
+	AI *flowctl.AIUsage
+	// budget is set on the made-up outcome of an AI call its run's cap stopped.
+	budget *budgetStop
 }
 
 // send makes one HTTP attempt for m and classifies the answer.

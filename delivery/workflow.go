@@ -65,6 +65,8 @@ type RunInit struct {
 	// FlowKeys are a native run's keyed controls as resolved at creation (shown on
 	// GET /runs/{id}).
 	FlowKeys []flowctl.RunKey
+	// Cap is a native workflow's AI spend cap, checked before each AI step of the run.
+	Cap *flowctl.Cap
 }
 
 // Publication is one message to publish. A message with RunID set belongs to a workflow
@@ -108,6 +110,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
 		FlowKeys: init.FlowKeys,
+		AICap: init.Cap,
 	}
 	if err := tx.IndexRun(m.Project, run); err != nil {
 		return false, err
@@ -204,7 +207,10 @@ func (w *runs) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time)
 			return err
 		}
 	}
-	entry := &HistoryEntry{MessageID: m.ID, Body: m.Body, CallType: m.CallType, CreatedAt: now.UnixMilli()}
+	if m.CallType == CallToCallback {
+		markAICall(m) // ai.go
+	}
+	entry := &HistoryEntry{MessageID: m.ID, Body: m.Body, CallType: m.CallType, CreatedAt: now.UnixMilli(), AI: m.AIUsage}
 	if err := w.appendHistoryTx(tx, m.Project, run, entry); err != nil {
 		return err
 	}

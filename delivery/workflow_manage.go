@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -113,6 +114,22 @@ type ResumedRun struct {
 // its initial payload. The dead letters are removed. Dead letters that are not of a failed
 // workflow run are skipped.
 func (e *Engine) ResumeRuns(ctx context.Context, project string, dlqIDs []string, restart bool, retries *int) ([]ResumedRun, error) {
+	return e.resumeRuns(ctx, project, dlqIDs, restart, retries, nil)
+}
+
+// ReplayRunWithCap resumes a failed run from its dead letter as ResumeRuns does, with its
+// AI cap replaced by cp (nil: kept) in the same transaction, so the raised cap is durable
+// with the resumption.
+func (e *Engine) ReplayRunWithCap(ctx context.Context, project, dlqID string, cp *flowctl.Cap) ([]ResumedRun, error) {
+	var edit func(*Run)
+	if cp != nil {
+		c := *cp
+		edit = func(r *Run) { r.AICap = &c }
+	}
+	return e.resumeRuns(ctx, project, []string{dlqID}, false, nil, edit)
+}
+
+func (e *Engine) resumeRuns(ctx context.Context, project string, dlqIDs []string, restart bool, retries *int, edit func(*Run)) ([]ResumedRun, error) {
 	type result struct {
 		resumed []ResumedRun
 		fx      effects
@@ -165,7 +182,16 @@ func (e *Engine) ResumeRuns(ctx context.Context, project string, dlqIDs []string
 				m.HistoryLen, m.CallType, m.URL = 1, CallStep, run.URL
 			}
 			run.State, run.EndedAt, run.DLQID = RunStarted, 0, ""
-			applyRun(&m, run)
+			if edit != nil {
+				edit(run)
+			}
+			if m.CallType == CallToCallback {
+				// A workflow call (a budget-stopped AI step) goes to its third party
+				// again as it was published, not with the run's workflow headers.
+				m.OrderAt = run.OrderAt()
+			} else {
+				applyRun(&m, run)
+			}
 			if err := tx.PutRun(project, run); err != nil {
 				return res, err
 			}

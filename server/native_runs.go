@@ -11,6 +11,7 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/native"
+	"github.com/duraton/duraton/flowctl"
 )
 
 // NativeRuns is what the native run and flow-state routes need of the native unit.
@@ -18,7 +19,7 @@ type NativeRuns interface {
 	Runs(ctx context.Context, project string, f native.RunFilter, after *delivery.RunCursor, limit int) ([]native.RunView, *delivery.RunCursor, error)
 	Run(ctx context.Context, project, id string) (*native.RunView, error)
 	CancelRun(ctx context.Context, project, id string) (*native.RunView, error)
-	ReplayRun(ctx context.Context, project, id string) (*native.RunView, error)
+	ReplayRunCap(ctx context.Context, project, id string, cp *flowctl.Cap) (*native.RunView, error)
 	Stats(ctx context.Context, project string) (*native.RunStats, error)
 	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
 }
@@ -86,8 +87,9 @@ func (h *nativeHandlers) cancelRun(c echo.Context) error {
 	})
 }
 
-// replayRun re-runs a failed run from its failed step. The body may be empty or an empty
-// object; raising the run's AI cap (native-api.md) comes with the AI spend controls.
+// replayRun re-runs a failed run from its failed step. The body may be empty, an empty
+// object, or {"cap": {maxCost?, maxTokens?}}: the run's AI cap from now on (validated as
+// a definition's cap), so a run stopped by its cap resumes at the AI step that crossed it.
 func (h *nativeHandlers) replayRun(c echo.Context) error {
 	if err := h.enabled(); err != nil {
 		return err
@@ -96,19 +98,27 @@ func (h *nativeHandlers) replayRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var cp *flowctl.Cap
 	if len(bytes.TrimSpace(body)) > 0 {
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(body, &fields); err != nil {
 			return badRequest("body: want an empty body or a JSON object")
 		}
-		for name := range fields {
-			if name == "cap" {
-				return badRequest("cap: raising a run's AI cap on replay is not supported by this server yet")
+		for name, raw := range fields {
+			if name != "cap" {
+				return badRequest("%s: unknown field (replay takes only cap)", name)
 			}
-			return badRequest("%s: unknown field (replay takes no fields yet)", name)
+			ctl, err := flowctl.ParseControls(map[string]json.RawMessage{"cap": raw})
+			if err != nil {
+				return badRequest("%s", err.Error())
+			}
+			if ctl.Cap == nil {
+				return badRequest("cap: want {maxCost?, maxTokens?}")
+			}
+			cp = ctl.Cap
 		}
 	}
-	r, err := h.native.ReplayRun(c.Request().Context(), projectOf(c), c.Param("id"))
+	r, err := h.native.ReplayRunCap(c.Request().Context(), projectOf(c), c.Param("id"), cp)
 	if err != nil {
 		return nativeError(err)
 	}

@@ -209,6 +209,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&flowControlHandlers{engine: engine}).register(v2)
 	(&queueHandlers{engine: engine}).register(v2)
 	(&keyHandlers{engine: engine}).register(v2)
+	e.GET("/ai/prices", aiPrices(engine), auth.tokenless(cfg.TokenlessProject), hopLimit(cfg.MaxHops))
 	(&nativeHandlers{native: cfg.Native, cfg: cfg}).register(e.Group("", auth.tokenless(cfg.TokenlessProject), hopLimit(cfg.MaxHops)))
 	s := &Server{cfg: cfg, echo: e}
 	(&healthHandlers{engine: engine, draining: &s.draining}).register(e)

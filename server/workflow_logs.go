@@ -182,6 +182,9 @@ func toRunLogView(r *delivery.RunWithHistory) wire.RunLog {
 		Label: strings.Join(r.Labels, ","), Labels: r.Labels, DLQID: r.DLQID,
 		Steps: stepGroups(r.History),
 	}
+	if u := r.AIUsage; u != nil {
+		v.Usage = &wire.AIUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Tokens: u.Tokens, Cost: u.Cost}
+	}
 	if r.HasResp {
 		s := string(r.Response)
 		v.Response = &s
@@ -206,6 +209,12 @@ func stepGroups(history []delivery.HistoryEntry) []wire.StepGroup {
 	groups := []wire.StepGroup{}
 	var open *wire.StepGroup
 	want := 0
+	ai := map[float64]json.RawMessage{} // AI usage by step id, from the calls' callbacks
+	for _, e := range history {
+		if u := e.AI; u != nil && u.StepID > 0 {
+			ai[float64(u.StepID)] = rawJSON(wire.AIUsage{Model: u.Model, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Tokens: u.Tokens, Cost: u.Cost})
+		}
+	}
 	for i, e := range history {
 		if e.CallType != delivery.CallStep {
 			continue
@@ -227,6 +236,9 @@ func stepGroups(history []delivery.HistoryEntry) []wire.StepGroup {
 		}
 		step["messageId"], step["callType"] = rawJSON(e.MessageID), rawJSON(e.CallType)
 		step["state"], step["createdAt"] = rawJSON("STEP_SUCCESS"), rawJSON(e.CreatedAt)
+		if u, ok := ai[id]; ok {
+			step["usage"] = u
+		}
 		if n <= 1 {
 			groups = append(groups, wire.StepGroup{Type: "sequential", Steps: []wire.StepLog{step}})
 			open = nil

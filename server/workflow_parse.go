@@ -60,6 +60,14 @@ func (p messageParser) workflow(h http.Header, m *delivery.Message) (*delivery.R
 	case "", delivery.CallStep:
 		m.CallType = delivery.CallStep
 	case delivery.CallToCallback:
+		// Duraton-Ai marks the call an AI step (metered and capped whatever its path).
+		switch v := strings.ToLower(h.Get(wire.HeaderAI)); v {
+		case "":
+		case "openai", "anthropic":
+			m.AICall = true
+		default:
+			return nil, headerError(wire.HeaderAI, "%q is not an AI API shape (want openai or anthropic)", v)
+		}
 	default:
 		return nil, headerError(wire.HeaderWorkflowCallType, "%q cannot be published (want step or toCallback)", m.CallType)
 	}

@@ -91,6 +91,11 @@ type Message struct {
 	HistoryLen    int    `json:"historyLen,omitempty"`
 	DetectTrigger bool   `json:"detectTrigger,omitempty"`
 	EventID       string `json:"eventId,omitempty"`
+	// AICall marks a workflow call the SDK declared an AI step (Duraton-Ai header);
+	// AIUsage is carried by the callback that reports a metered AI call, for its history
+	// entry.
+	AICall  bool             `json:"aiCall,omitempty"`
+	AIUsage *flowctl.AIUsage `json:"aiUsage,omitempty"`
 }
 
 // Redaction is Upstash-Redact-Fields: the body, every header, or the named headers

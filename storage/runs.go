@@ -72,6 +72,10 @@ type Run struct {
 	// FailureMessageID is the failure callback message, once one was published.
 	FailureMessageID string `json:"failureMessageId,omitempty"`
 	FailureState     string `json:"failureState,omitempty"`
+	// AICap bounds the run's AI spend (its workflow's cap, raised by a replay); AIUsage
+	// is what its AI steps spent so far (flow-control.md, AI steps).
+	AICap   *flowctl.Cap     `json:"aiCap,omitempty"`
+	AIUsage *flowctl.AIUsage `json:"aiUsage,omitempty"`
 }
 
 // Live reports whether the run has not ended.
@@ -103,6 +107,8 @@ type HistoryEntry struct {
 	Body      []byte `json:"body"`
 	CallType  string `json:"callType"`
 	CreatedAt int64  `json:"createdAt"`
+	// AI is the usage of the AI call whose callback this entry records.
+	AI *flowctl.AIUsage `json:"ai,omitempty"`
 }
 
 // Waiter is a run waiting for an event (context.waitForEvent / waitForWebhook).

@@ -7,12 +7,30 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/duraton/duraton/flowctl"
 )
 
 var errUsage = errors.New("usage")
+
+// loadAIPrices reads and validates a price file, refusing one over the size limit
+// before reading it whole.
+func loadAIPrices(path string) (*flowctl.AIPrices, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, flowctl.MaxPriceFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	return flowctl.ParseAIPrices(data)
+}
 
 type mode string
 
@@ -43,6 +61,10 @@ type serverFlags struct {
 	Retention      retention
 	LogLevel       string
 	LogFormat      string
+	// AIPricesFile names the AI price table (--ai-prices); AIPrices is that file, read
+	// and validated.
+	AIPricesFile string
+	AIPrices     *flowctl.AIPrices
 	// SwitchMode lets dev open a data directory made by serve, or the other way round.
 	SwitchMode bool
 }
@@ -144,6 +166,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.BoolVar(&f.SwitchMode, "switch-mode", false, "open a data directory created by the other mode (dev/serve) and hand it over to this one")
 	fs.Int64Var(&f.HookRate, "hook-rate", e.int64("DURATON_HOOK_RATE", 20), "webhook calls per second one client address (IPv6: /64) may make, bursts of 5x (DURATON_HOOK_RATE)")
 	f.Retention.flags(fs, e)
+	fs.StringVar(&f.AIPricesFile, "ai-prices", e.env("DURATON_AI_PRICES"), "JSON file of AI prices, USD per million input and output tokens per model: {\"models\": {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}}; empty = no prices (DURATON_AI_PRICES)")
 	fs.StringVar(&f.AdminToken, "admin-token", e.env("DURATON_ADMIN_TOKEN"), "token for GET /admin/backup (duraton backup); empty = backups off (DURATON_ADMIN_TOKEN)")
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
@@ -216,6 +239,13 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	if _, err := parseCIDRs(f.AllowCIDRs); err != nil {
 		return f, err
+	}
+	if f.AIPricesFile != "" {
+		p, err := loadAIPrices(f.AIPricesFile)
+		if err != nil {
+			return f, fmt.Errorf("--ai-prices (DURATON_AI_PRICES) %s: %w", f.AIPricesFile, err)
+		}
+		f.AIPrices = p
 	}
 	return f, nil
 }

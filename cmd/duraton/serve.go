@@ -80,6 +80,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		DefaultTimeout: f.DefaultTimeout,
 		DrainTimeout:   f.DrainTimeout,
 		Destinations:   policy,
+		AIPrices:       f.AIPrices,
 		Observer:       mtr,
 		Logger:         log,
 	}

@@ -275,6 +275,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent) (deliver
 	if p := d.FlowControl.Priority; p != nil {
 		init.PriorityShiftMs = p.ShiftMs
 	}
+	init.Cap = d.FlowControl.Cap // checked before each AI step (delivery/ai.go)
 	return delivery.Publication{Message: m, Init: init}, nil
 }
 

@@ -43,6 +43,8 @@ type RunStep struct {
 	Status  string          `json:"status"`
 	EndedAt int64           `json:"endedAt"`
 	Out     json.RawMessage `json:"out,omitempty"`
+	// Usage is an AI step's model, tokens and cost.
+	Usage *flowctl.AIUsage `json:"usage,omitempty"`
 }
 
 // RunWaiting says why a live run is not running.
@@ -65,6 +67,9 @@ type RunView struct {
 	Steps     []RunStep         `json:"steps,omitempty"`
 	DLQID     string            `json:"dlqId,omitempty"`
 	Waiting   *RunWaiting       `json:"waiting,omitempty"`
+	// Usage is what the run's AI steps spent; Cap the run's AI cap in force.
+	Usage *flowctl.AIUsage `json:"usage,omitempty"`
+	Cap   *flowctl.Cap     `json:"cap,omitempty"`
 }
 
 // RunKey is one keyed control of a run as resolved when the run was created: its key
@@ -204,9 +209,14 @@ func (s *Service) CancelRun(ctx context.Context, project, id string) (*RunView, 
 
 // ReplayRun re-runs a failed native run from its failed step, its history kept: the
 // delivery that failed it is taken out of the DLQ and sent again with a fresh retry
-// budget (native-api.md; raising the run's AI cap on replay comes with the AI spend
-// controls). A run that did not fail is a conflict.
+// budget (native-api.md). A run that did not fail is a conflict.
 func (s *Service) ReplayRun(ctx context.Context, project, id string) (*RunView, error) {
+	return s.ReplayRunCap(ctx, project, id, nil)
+}
+
+// ReplayRunCap is ReplayRun with the run's AI cap replaced by cp (nil: kept), durably
+// with the resumption: a run stopped by its cap resumes at the AI step that crossed it.
+func (s *Service) ReplayRunCap(ctx context.Context, project, id string, cp *flowctl.Cap) (*RunView, error) {
 	r, err := s.engine.Run(ctx, project, id)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, fmt.Errorf("run %q: %w", id, ErrNotFound)
@@ -223,7 +233,7 @@ func (s *Service) ReplayRun(ctx context.Context, project, id string) (*RunView, 
 	if r.DLQID == "" {
 		return nil, fmt.Errorf("%w: run %q has no dead letter to replay from", ErrConflict, id)
 	}
-	resumed, err := s.engine.ResumeRuns(ctx, project, []string{r.DLQID}, false, nil)
+	resumed, err := s.engine.ReplayRunWithCap(ctx, project, r.DLQID, cp)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +260,7 @@ func (s *Service) views(ctx context.Context, project string, runs []delivery.Run
 		r := &runs[i]
 		wf, app := nativeOf(&r.Run)
 		v := RunView{RunID: r.ID, Workflow: wf, App: app, CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
-			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID}
+			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID, Usage: r.AIUsage, Cap: r.AICap}
 		all := recordedSteps(r.History)
 		if len(all) > 0 {
 			v.StartedAt = all[0].EndedAt
@@ -290,6 +300,14 @@ func (s *Service) views(ctx context.Context, project string, runs []delivery.Run
 // plan steps and call bookkeeping left out).
 func recordedSteps(history []delivery.HistoryEntry) []RunStep {
 	var out []RunStep
+	ai := map[int]*flowctl.AIUsage{} // AI usage by step id, from the calls' callbacks
+	for _, e := range history {
+		if e.AI != nil && e.AI.StepID > 0 {
+			u := *e.AI
+			u.StepID = 0
+			ai[e.AI.StepID] = &u
+		}
+	}
 	for i, e := range history {
 		if i == 0 || e.CallType != delivery.CallStep {
 			continue
@@ -303,7 +321,7 @@ func recordedSteps(history []delivery.HistoryEntry) []RunStep {
 		if err := json.Unmarshal(e.Body, &st); err != nil || st.StepID == 0 {
 			continue
 		}
-		out = append(out, RunStep{ID: st.StepID, Name: st.StepName, Type: st.StepType, Status: StatusSucceeded, EndedAt: e.CreatedAt, Out: st.Out})
+		out = append(out, RunStep{ID: st.StepID, Name: st.StepName, Type: st.StepType, Status: StatusSucceeded, EndedAt: e.CreatedAt, Out: st.Out, Usage: ai[st.StepID]})
 	}
 	return out
 }

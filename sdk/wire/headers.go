@@ -58,6 +58,10 @@ const (
 	// on every delivery of a run started by an event (native-api.md).
 	HeaderDuratonWorkflow = "Duraton-Workflow"
 	HeaderDuratonApp      = "Duraton-App"
+	// HeaderAI on a workflow call's publish (Duraton's protocol extension) marks the call
+	// an AI step, metered and capped whatever its URL path; the value names the API shape
+	// ("openai" or "anthropic"). The Go SDK's AI step sets it.
+	HeaderAI = "Duraton-Ai"
 
 	// Workflow delivery headers (server → endpoint, protocol §5).
 	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"

@@ -54,6 +54,18 @@ type RunLog struct {
 	FailureFunction *FailureCallback `json:"failureFunction,omitempty"`
 	// Waiting is set while a delivery of the live run is held by flow control.
 	Waiting *Waiting `json:"waiting,omitempty"`
+	// Usage is what the run's AI steps spent (Duraton extension); an AI step's own usage
+	// is its step's "usage" field, with the model.
+	Usage *AIUsage `json:"usage,omitempty"`
+}
+
+// AIUsage is the spend of AI steps: tokens and USD cost, with the model for one step.
+type AIUsage struct {
+	Model        string  `json:"model,omitempty"`
+	InputTokens  int64   `json:"inputTokens"`
+	OutputTokens int64   `json:"outputTokens"`
+	Tokens       int64   `json:"tokens"`
+	Cost         float64 `json:"cost"`
 }
 
 // StepGroup is a group of steps of a run log.
