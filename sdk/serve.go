@@ -29,6 +29,9 @@ type FailureContext struct {
 	FailStatus   int
 	FailResponse string
 	FailHeaders  http.Header
+	// Err is the failure as an error: a *BudgetError (errors.Is(Err, ErrBudget)) when the
+	// run's AI cap stopped an AI step, else nil.
+	Err error
 }
 
 // ServeOption configures Serve.
@@ -330,7 +333,8 @@ func (h *handler) serveFailure(w http.ResponseWriter, c *Context, body []byte) {
 	if runID == "" {
 		runID = c.RunID
 	}
-	result, err := h.cfg.failure(&FailureContext{RunID: runID, URL: p.URL, Payload: payload, FailStatus: p.Status, FailResponse: message, FailHeaders: p.Header})
+	result, err := h.cfg.failure(&FailureContext{RunID: runID, URL: p.URL, Payload: payload, FailStatus: p.Status, FailResponse: message, FailHeaders: p.Header,
+		Err: budgetErrorOf(p.Status, failBody)})
 	if err != nil {
 		h.failRoute(w, err)
 		return

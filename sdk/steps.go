@@ -229,6 +229,12 @@ type CallResponse struct {
 // Call has Duraton make an HTTP request (with its own retries) and returns the answer;
 // the run holds nothing while the request is under way.
 func (c *Context) Call(name string, req CallRequest) (CallResponse, error) {
+	return c.call(name, req, nil)
+}
+
+// call is Call with extra headers on the call's publish (not forwarded to the third
+// party), e.g. the AI step marker.
+func (c *Context) call(name string, req CallRequest, publish map[string]string) (CallResponse, error) {
 	id := c.take()
 	if s, ok, err := c.recorded(id, name, "Call"); err != nil {
 		return CallResponse{}, err
@@ -266,6 +272,9 @@ func (c *Context) Call(name string, req CallRequest) (CallResponse, error) {
 	}
 	if fc := req.FlowControl; fc != nil {
 		h[batchHeader(wire.HeaderFlowControlKey)], h[batchHeader(wire.HeaderFlowControlValue)] = fc.Key, fc.value()
+	}
+	for k, v := range publish {
+		h[batchHeader(k)] = v
 	}
 	c.schedule(stepMessage{destination: req.URL, body: nonNilBytes(req.Body), header: h})
 	return CallResponse{}, nil

@@ -400,14 +400,17 @@ func TestNativeRunReplay(t *testing.T) {
 	require.NoError(t, json.Unmarshal(env.call(t, http.MethodGet, "/runs/"+runID, nil).Body, &before))
 	require.NotEmpty(t, before.DLQID)
 
-	r := env.call(t, http.MethodPost, "/runs/"+runID+"/replay", []byte(`{"cap": {"maxCost": 5}}`))
-	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
-	require.Contains(t, r.errorMessage(t), "cap")
+	for body, want := range map[string]string{`{"cap": {"maxCost": -5}}`: "cap.maxCost", `{"cap": {}}`: "cap", `{"retries": 3}`: "retries", `[1]`: "JSON object"} {
+		r := env.call(t, http.MethodPost, "/runs/"+runID+"/replay", []byte(body), "Content-Type", "application/json")
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		require.Contains(t, r.errorMessage(t), want)
+	}
+	require.Equal(t, "failed", env.nativeRun(t, runID).Status, "a refused replay changes nothing")
 
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	r = env.call(t, http.MethodPost, "/runs/"+runID+"/replay", nil)
+	r := env.call(t, http.MethodPost, "/runs/"+runID+"/replay", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.NotEqual(t, "failed", decodeJSON[nativeRun](t, r).Status, "the run is live again")
 	ep.Requests.Wait(t, waitTimeout, 2, nil) // the failed delivery, sent again, now answered 200
@@ -415,7 +418,7 @@ func TestNativeRunReplay(t *testing.T) {
 	require.Equal(t, http.StatusOK, dl.Status)
 	require.NotContains(t, string(dl.Body), `"dlqId":"`+before.DLQID+`"`, "the run's dead letter left the DLQ")
 
-	r = env.call(t, http.MethodPost, "/runs/"+runID+"/replay", []byte(`{}`))
+	r = env.call(t, http.MethodPost, "/runs/"+runID+"/replay", []byte(`{}`), "Content-Type", "application/json")
 	require.Equal(t, http.StatusConflict, r.Status, "only a failed run is replayed: %s", r.Body)
 	require.NotEqual(t, "failed", env.nativeRun(t, runID).Status)
 	r = env.call(t, http.MethodPost, "/runs/wfr_nope/replay", nil)
