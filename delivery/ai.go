@@ -30,10 +30,12 @@ type budgetStop struct {
 }
 
 // BudgetFailureBody is the JSON body of a budget failure (status 402), as the failure
-// function receives it: error names the cause, code is stable ("budget_exceeded" or
-// "ai_price_unknown"), spent/projected/cap say why.
+// function receives it: error names the cause (message repeats it, for the workflow
+// SDK's failResponse), code is stable ("budget_exceeded" or "ai_price_unknown"),
+// spent/projected/cap say why.
 type BudgetFailureBody struct {
 	Error     string          `json:"error"`
+	Message   string          `json:"message"`
 	Code      string          `json:"code"`
 	Spent     flowctl.AIUsage `json:"spent"`
 	Projected flowctl.AIUsage `json:"projected"`
@@ -121,7 +123,7 @@ func (e *Engine) capOutcome(m *Message) (*Outcome, error) {
 		return nil, nil
 	}
 	e.log.Info("ai step stopped by the run's cap", "project", m.Project, "run_id", m.RunID, "message_id", m.ID, "code", berr.Code)
-	body := BudgetFailureBody{Error: berr.Error(), Code: berr.Code, Spent: berr.Spent, Projected: berr.Projected, Cap: berr.Cap}
+	body := BudgetFailureBody{Error: berr.Error(), Message: berr.Error(), Code: berr.Code, Spent: berr.Spent, Projected: berr.Projected, Cap: berr.Cap}
 	return &Outcome{
 		Verdict: Final, Fault: FaultBudget,
 		Response: storage.Response{

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -142,4 +144,26 @@ func TestRetentionFlags(t *testing.T) {
 			require.ErrorContains(t, err, want, args)
 		}
 	})
+}
+
+// TestAIPricesFlag: --ai-prices (DURATON_AI_PRICES) reads and validates the price file;
+// a missing or bad file stops the start with an error naming the flag and the problem.
+func TestAIPricesFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "prices.json")
+	require.NoError(t, os.WriteFile(good, []byte(`{"models": {"gpt-4o-mini": {"input": 0.15, "output": 0.60}}}`), 0o600))
+	f, err := parseServerFlags(modeServe, nil, io.Discard, envOf(map[string]string{"DURATON_AI_PRICES": good}))
+	require.NoError(t, err)
+	require.Equal(t, 0.6, f.AIPrices.Models["gpt-4o-mini"].Output)
+	f, err = parseServerFlags(modeServe, nil, io.Discard, envOf(nil))
+	require.NoError(t, err)
+	require.Nil(t, f.AIPrices, "no file, no prices")
+
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"models": {"m": {"input": -1, "output": 0}}}`), 0o600))
+	_, err = parseServerFlags(modeServe, []string{"--ai-prices", bad}, io.Discard, envOf(nil))
+	require.ErrorContains(t, err, "--ai-prices (DURATON_AI_PRICES) "+bad+": ai prices: models.m.input must be a finite USD amount")
+	_, err = parseServerFlags(modeServe, []string{"--ai-prices", filepath.Join(dir, "missing.json")}, io.Discard, envOf(nil))
+	require.ErrorContains(t, err, "no such file")
 }
