@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
@@ -159,15 +160,20 @@ func (e *Engine) meterAI(m *Message, out *Outcome) {
 	out.AI = &u
 }
 
-// addRunUsageTx adds an AI step's usage to its run's spend. It must run before anything
-// else of the transaction rewrites the run (the run record carries the history cursor).
-func addRunUsageTx(tx *storage.Tx, project, runID string, u flowctl.AIUsage) error {
+// addRunUsageTx adds an AI step's usage to its run's spend and debits it from the run's
+// tokenThrottle bucket. It must run before anything else of the transaction rewrites the
+// run (the run record carries the history cursor).
+func addRunUsageTx(tx *storage.Tx, project, runID string, u flowctl.AIUsage, now time.Time) (*tokenAdj, error) {
 	run, err := tx.Run(project, runID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil // swept meanwhile
+		return nil, nil // swept meanwhile
 	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	adj, err := debitTokensTx(tx, project, run, u.Tokens, now) // ai_tokens.go
+	if err != nil {
+		return nil, err
 	}
 	total := flowctl.AIUsage{}
 	if run.AIUsage != nil {
@@ -175,5 +181,5 @@ func addRunUsageTx(tx *storage.Tx, project, runID string, u flowctl.AIUsage) err
 	}
 	total.Add(u)
 	run.AIUsage = &total
-	return tx.PutRun(project, run)
+	return adj, tx.PutRun(project, run)
 }

@@ -69,6 +69,18 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 		unGated.StartGate = nil
 		m = &unGated
 	}
+	if st.TokenKey != "" {
+		// The start's tokenThrottle reservation, durable before the request leaves
+		// (ai_tokens.go); the delivery's retries are not starts.
+		if err := e.bookTokens(ctx, m, st.TokenKey, st.TokenReserve); err != nil {
+			e.log.Error("record token reservation", "project", entry.Project, "message_id", entry.MessageID, "err", err)
+			e.disp.retry(st, storageRetryDelay, false)
+			return
+		}
+		unGated := *m
+		unGated.TokenGate = nil
+		m = &unGated
+	}
 	if h := e.cfg.Hooks.Woken; h != nil && !st.WokenAt.IsZero() {
 		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
 	}
@@ -147,7 +159,7 @@ func (e *Engine) recordWithRetry(ctx context.Context, m *Message, out Outcome) (
 	for i := 0; ; i++ {
 		fx, err := e.record(m, out, e.now())
 		if err == nil {
-			e.disp.apply(effects{forget: fx.forget})
+			e.disp.apply(effects{forget: fx.forget, tokens: fx.tokens})
 			return fx.add, nil
 		}
 		if errors.Is(err, storage.ErrConflict) || i == len(recordBackoff) {

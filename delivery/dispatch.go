@@ -69,11 +69,12 @@ func (d *dispatcher) locked(fn func(s *sched.Scheduler)) {
 
 // apply hands a transaction's effects to the scheduler.
 func (d *dispatcher) apply(fx effects) {
-	if len(fx.add) == 0 && len(fx.forget) == 0 {
+	if len(fx.add) == 0 && len(fx.forget) == 0 && len(fx.tokens) == 0 {
 		return
 	}
 	d.with(func(s *sched.Scheduler) []sched.Start {
 		now := d.now()
+		applyTokens(s, fx.tokens, now) // ai_tokens.go
 		for _, e := range fx.forget {
 			s.Forget(e, now)
 		}

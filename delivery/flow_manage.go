@@ -28,6 +28,7 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 		starts   map[string][]int64
 		settings map[string]storage.FlowKeySettings
 		gates    map[string]flowctl.GCRA
+		tokenAvg map[string]int64 // tokenThrottle scopes' averages (ai_tokens.go)
 	}
 	states := make([]projectState, len(projects))
 	if err := e.store.View(func(tx *storage.Tx) error {
@@ -44,6 +45,9 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 				return err
 			}
 			if st.gates, err = tx.BusyGCRAs(p.ID, e.now().UnixNano()); err != nil {
+				return err
+			}
+			if st.tokenAvg, err = tx.TokenAverages(p.ID); err != nil {
 				return err
 			}
 			states[i] = st
@@ -65,6 +69,9 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 			}
 			for key, g := range states[i].gates {
 				s.RestoreGate(p.ID, key, g)
+			}
+			for key, avg := range states[i].tokenAvg {
+				s.AdjustTokens(p.ID, key, 0, avg, e.now())
 			}
 		}
 	})

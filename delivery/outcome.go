@@ -144,8 +144,12 @@ func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error)
 			return fx, err
 		}
 		if out.AI != nil && m.RunID != "" {
-			if err := addRunUsageTx(tx, m.Project, m.RunID, *out.AI); err != nil { // ai.go
+			adj, err := addRunUsageTx(tx, m.Project, m.RunID, *out.AI, now) // ai.go
+			if err != nil {
 				return fx, err
+			}
+			if adj != nil {
+				fx.tokens = append(fx.tokens, *adj)
 			}
 		}
 		if plan.log.State == storage.StateFailed && (isWorkflowDelivery(m) || out.budget != nil) {

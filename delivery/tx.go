@@ -18,10 +18,12 @@ var _ Store = (*storage.Store)(nil)
 // (to add) and due entries it removed while they may be waiting in memory (to forget).
 type effects struct {
 	add, forget []storage.DueEntry
-	ended       []string // final states of the runs the transaction ended (metrics)
+	ended       []string   // final states of the runs the transaction ended (metrics)
+	tokens      []tokenAdj // tokenThrottle bucket changes (ai_tokens.go)
 }
 
 func (fx *effects) merge(o effects) {
+	fx.tokens = append(fx.tokens, o.tokens...)
 	fx.add = append(fx.add, o.add...)
 	fx.forget = append(fx.forget, o.forget...)
 	fx.ended = append(fx.ended, o.ended...)

@@ -67,6 +67,9 @@ type RunInit struct {
 	FlowKeys []flowctl.RunKey
 	// Cap is a native workflow's AI spend cap, checked before each AI step of the run.
 	Cap *flowctl.Cap
+	// StartKeyOnly: the message's flow control gates the run's first delivery only (a
+	// tokenThrottle's waitlist); the run's later deliveries have none.
+	StartKeyOnly bool
 }
 
 // Publication is one message to publish. A message with RunID set belongs to a workflow
@@ -110,7 +113,10 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
 		FlowKeys: init.FlowKeys,
-		AICap: init.Cap,
+		AICap: init.Cap, TokenGate: m.TokenGate,
+	}
+	if init.StartKeyOnly {
+		run.FlowControl = nil
 	}
 	if err := tx.IndexRun(m.Project, run); err != nil {
 		return false, err

@@ -66,6 +66,11 @@ func (w *runs) publishStepTx(tx *storage.Tx, template *Message, body []byte, now
 func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, now time.Time) (effects, error) {
 	fx := effects{ended: []string{state}}
 	run.State, run.EndedAt = state, now.UnixMilli()
+	if adj, err := endTokensTx(tx, project, run, now); err != nil { // ai_tokens.go
+		return fx, err
+	} else if adj != nil {
+		fx.tokens = append(fx.tokens, *adj)
+	}
 	// A cancelled or failed run's pending work is dropped. A successful run's is not: the
 	// delivery that completed it is still in flight, and its outcome is still recorded.
 	if state != RunSuccess {

@@ -35,6 +35,8 @@ type DueEntry struct {
 	ShiftMs int64
 	// Gate is the run's start gate, on its first delivery until it is admitted.
 	Gate *StartGate
+	// Tokens is a run's token gate (a native tokenThrottle, tokengate.go).
+	Tokens *TokenGate
 
 	// Msg optionally carries the message itself in memory, so a freshly published message
 	// is sent without being read back. It is never stored.
@@ -78,7 +80,7 @@ func (e DueEntry) value() []byte {
 	fields := []string{e.Project, e.Queue, e.FlowKey,
 		strconv.Itoa(e.Limits.Parallelism), strconv.Itoa(e.Limits.Rate),
 		strconv.FormatInt(e.Limits.Period.Milliseconds(), 10), strconv.FormatInt(e.OrderAt, 10), strconv.FormatBool(e.Timer)}
-	if len(e.Extra) > 0 || e.ShiftMs != 0 || e.Gate != nil {
+	if len(e.Extra) > 0 || e.ShiftMs != 0 || e.Gate != nil || e.Tokens != nil {
 		var extra []string
 		for _, x := range e.Extra {
 			extra = append(extra, x.Key+"="+strconv.Itoa(x.Parallelism))
@@ -86,6 +88,11 @@ func (e DueEntry) value() []byte {
 		fields = append(fields, strings.Join(extra, ";"), strconv.FormatInt(e.ShiftMs, 10))
 		if g := e.Gate; g != nil {
 			fields = append(fields, base64.RawURLEncoding.EncodeToString([]byte(g.Key)), strconv.Itoa(g.Limit), strconv.FormatInt(g.PerMs, 10))
+		} else if e.Tokens != nil {
+			fields = append(fields, "", "", "")
+		}
+		if g := e.Tokens; g != nil {
+			fields = append(fields, g.fields()...)
 		}
 	}
 	for i, f := range fields {
@@ -126,7 +133,14 @@ func decodeDue(k, v []byte) (DueEntry, error) {
 	if len(f) > 9 {
 		e.ShiftMs, _ = strconv.ParseInt(string(f[9]), 10, 64)
 	}
-	if len(f) > 12 {
+	if len(f) > 16 {
+		g, err := decodeTokenGate(f[13:17])
+		if err != nil {
+			return DueEntry{}, fmt.Errorf("due index: token gate of %s: %w", e.MessageID, err)
+		}
+		e.Tokens = g
+	}
+	if len(f) > 12 && len(f[10]) > 0 {
 		key, err := base64.RawURLEncoding.DecodeString(string(f[10]))
 		if err != nil {
 			return DueEntry{}, fmt.Errorf("due index: gate key of %s: %w", e.MessageID, ErrCorrupt)
@@ -142,7 +156,7 @@ func decodeDue(k, v []byte) (DueEntry, error) {
 // DueOf is the due entry of a message.
 func DueOf(m *Message) DueEntry {
 	e := DueEntry{DueAt: m.DueAt, MessageID: m.ID, Project: m.Project, Queue: m.Queue, OrderAt: m.OrderAt, Timer: m.Kind == KindWaitTimeout,
-		ShiftMs: m.PriorityShiftMs, Gate: m.StartGate}
+		ShiftMs: m.PriorityShiftMs, Gate: m.StartGate, Tokens: m.TokenGate}
 	if e.OrderAt == 0 {
 		e.OrderAt = m.CreatedAt * int64(time.Millisecond)
 	}

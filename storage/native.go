@@ -271,6 +271,9 @@ type GateState struct {
 	// RunID is a singleton scope's holder: the run last started in it. The record is
 	// swept once that run has ended (DeleteExpiredGates).
 	RunID string `json:"runId,omitempty"`
+	// Runs and RunTokens are a tokenThrottle scope's ended runs and their AI tokens.
+	Runs      int64 `json:"runs,omitempty"`
+	RunTokens int64 `json:"runTokens,omitempty"`
 }
 
 // Gate reads the state of one gate scope; ErrNotFound when the scope has none.

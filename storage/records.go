@@ -63,6 +63,8 @@ type Message struct {
 	// StartGate is a run's start gate (a native throttle), on its first delivery until
 	// the delivery is admitted.
 	StartGate *StartGate `json:"startGate,omitempty"`
+	// TokenGate is a run's token gate (a native tokenThrottle), on its first delivery.
+	TokenGate *TokenGate `json:"tokenGate,omitempty"`
 
 	// Callback and FailureCallback describe the messages to create after each attempt and
 	// after the final failure.

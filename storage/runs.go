@@ -76,6 +76,12 @@ type Run struct {
 	// is what its AI steps spent so far (flow-control.md, AI steps).
 	AICap   *flowctl.Cap     `json:"aiCap,omitempty"`
 	AIUsage *flowctl.AIUsage `json:"aiUsage,omitempty"`
+	// TokenGate is the run's tokenThrottle bucket (its AI usage is debited from it);
+	// TokenStarted marks a run whose start passed the gate, TokenReserved what that start
+	// reserved (given back when the run ends).
+	TokenGate     *TokenGate `json:"tokenGate,omitempty"`
+	TokenStarted  bool       `json:"tokenStarted,omitempty"`
+	TokenReserved int64      `json:"tokenReserved,omitempty"`
 }
 
 // Live reports whether the run has not ended.

@@ -272,6 +272,18 @@ func runPublication(project string, d *Workflow, events []payloadEvent) (deliver
 			m.FlowControl = &flowctl.Config{Key: throttleKey(d.Name, value), Period: flowctl.DefaultPeriod}
 		}
 	}
+	if tt := d.FlowControl.TokenThrottle; tt != nil {
+		// The run's first delivery waits while the scope's AI token bucket is empty
+		// (delivery/sched/tokengate.go); its AI steps are debited from the bucket.
+		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
+		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs}
+		if m.FlowControl == nil {
+			// A waitlist of the scope for the first delivery only: the run's later
+			// deliveries do not queue behind other runs' starts waiting for tokens.
+			m.FlowControl = &flowctl.Config{Key: flowKeyOf(d.Name, value+"\x00tokens"), Period: flowctl.DefaultPeriod}
+			init.StartKeyOnly = true
+		}
+	}
 	if p := d.FlowControl.Priority; p != nil {
 		init.PriorityShiftMs = p.ShiftMs
 	}

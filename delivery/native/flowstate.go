@@ -71,7 +71,9 @@ type FlowState struct {
 	RateLimit   []RateLimitState   `json:"rateLimit"`
 	Idempotency []IdempotencyState `json:"idempotency"`
 	Concurrency ConcurrencyState   `json:"concurrency"`
-	Truncated   bool               `json:"truncated,omitempty"`
+	// TokenThrottle lists the tokenThrottle buckets (tokens.go).
+	TokenThrottle []TokenThrottleState `json:"tokenThrottle"`
+	Truncated     bool                 `json:"truncated,omitempty"`
 }
 
 // DebounceState is one workflow's debounce backlog (native-api.md, "Flow state"): the
@@ -130,6 +132,7 @@ func (s *Service) FlowState(ctx context.Context, project, app, workflow string) 
 	out := &FlowState{Debounce: []DebounceState{}, Batch: []BatchState{}, RateLimit: []RateLimitState{}, Idempotency: []IdempotencyState{}}
 	err := s.store.View(func(tx *storage.Tx) error {
 		out.Debounce, out.Batch, out.RateLimit, out.Idempotency, out.Truncated = []DebounceState{}, []BatchState{}, []RateLimitState{}, []IdempotencyState{}, false
+		out.TokenThrottle = []TokenThrottleState{}
 		defs, err := s.selectDefs(tx, project, app, workflow)
 		if err != nil {
 			return err
@@ -158,6 +161,19 @@ func (s *Service) FlowState(ctx context.Context, project, app, workflow string) 
 		}
 		for i := range defs {
 			d := &defs[i]
+			if d.FlowControl.TokenThrottle != nil && budget > 0 { // tokens.go
+				n := 0
+				trunc, err := tx.ForEachGate(project, gateKey(d.Name, gateTokens, ""), budget, func(key string, st *storage.GateState) bool {
+					n++
+					out.TokenThrottle = append(out.TokenThrottle, tokenState(d, key, st, now))
+					return true
+				})
+				budget -= n
+				out.Truncated = out.Truncated || trunc || budget <= 0
+				if err != nil {
+					return err
+				}
+			}
 			if d.FlowControl.Debounce != nil && budget > 0 {
 				ds := DebounceState{App: d.App, Workflow: d.Name}
 				var next int64

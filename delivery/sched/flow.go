@@ -94,13 +94,14 @@ type flowState struct {
 	extra     map[flowID]*flowctl.Key // further keys' slots (gates.go)
 	gates     map[flowID]flowctl.GCRA // start gates' states (gates.go)
 	gateTakes int                     // admissions through a gate since the last sweep
+	tokenAvg  map[flowID]int64        // tokenThrottle scopes' average tokens per run (tokengate.go)
 }
 
 func newFlowState() flowState {
 	return flowState{
 		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
 		inFlight: map[string]int{}, keys: map[string]int{}, rings: map[string][]*flowQueue{},
-		extra: map[flowID]*flowctl.Key{}, gates: map[flowID]flowctl.GCRA{},
+		extra: map[flowID]*flowctl.Key{}, gates: map[flowID]flowctl.GCRA{}, tokenAvg: map[flowID]int64{},
 	}
 }
 
@@ -124,7 +125,7 @@ func (s *Scheduler) needsFlow(e storage.DueEntry) bool {
 	if e.Timer {
 		return false
 	}
-	if e.FlowKey != "" || e.Gate != nil || s.cfg.ProjectCeiling > 0 {
+	if e.FlowKey != "" || e.Gate != nil || e.Tokens != nil || s.cfg.ProjectCeiling > 0 {
 		return true
 	}
 	if c := s.ceiling(e.Project); c.InFlight >= c.Limit {
@@ -209,6 +210,10 @@ func (s *Scheduler) pump(q *flowQueue, now time.Time, limit int, wokenAt time.Ti
 				s.flow.gateTakes = 0
 				s.sweepGates(now)
 			}
+		}
+		if head.x != nil && head.x.tokens != nil {
+			adm.TokenKey = head.x.tokens.Key
+			adm.TokenReserve = s.flow.tokenAvg[flowID{q.id.project, adm.TokenKey}]
 		}
 		*starts = append(*starts, s.start(head.entry(q), adm))
 	}

@@ -16,15 +16,16 @@ import (
 // itemExtras is what a waiting delivery asks beyond its key; nil for almost all of them.
 type itemExtras struct {
 	gate    *storage.StartGate
+	tokens  *storage.TokenGate // tokengate.go
 	extra   []storage.ExtraKey
 	shiftMs int64
 }
 
 func extrasOf(e storage.DueEntry) *itemExtras {
-	if e.Gate == nil && len(e.Extra) == 0 && e.ShiftMs == 0 {
+	if e.Gate == nil && e.Tokens == nil && len(e.Extra) == 0 && e.ShiftMs == 0 {
 		return nil
 	}
-	return &itemExtras{gate: e.Gate, extra: e.Extra, shiftMs: e.ShiftMs}
+	return &itemExtras{gate: e.Gate, tokens: e.Tokens, extra: e.Extra, shiftMs: e.ShiftMs}
 }
 
 func (s *Scheduler) extraKey(project, key string) *flowctl.Key {
@@ -79,6 +80,9 @@ func (s *Scheduler) headConstraints(q *flowQueue, head waitItem, cs []flowctl.Co
 	}
 	if g := head.x.gate; g != nil {
 		cs = append(cs, &gateConstraint{s: s, id: flowID{q.id.project, g.Key}, g: g})
+	}
+	if g := head.x.tokens; g != nil {
+		cs = append(cs, &tokenConstraint{s: s, id: flowID{q.id.project, g.Key}, g: g})
 	}
 	return cs
 }

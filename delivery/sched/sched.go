@@ -87,6 +87,11 @@ type Admission struct {
 	// booking made on top of it exceed the pace).
 	GateKey string
 	GateTAT int64
+	// TokenKey ("": none) is the tokenThrottle bucket the run's start passed, and
+	// TokenReserve the tokens the start reserved in it (the scope's average per run): the
+	// caller makes the reservation durable before the request leaves (tokengate.go).
+	TokenKey     string
+	TokenReserve int64
 }
 
 // PageRequest asks the caller to read up to Limit due entries with index keys above

@@ -1,0 +1,81 @@
+package sched
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage"
+)
+
+// A native workflow's tokenThrottle (flow-control.md §B) is a token bucket per scope,
+// kept as a GCRA state in the start gates' map: TAT is when the bucket is full again, so
+// its level at now is tokens − (TAT − now) × tokens/perMs (capped at tokens). A run's
+// first delivery is admitted only while the level is above zero; its start reserves the
+// scope's average tokens per run so far. The engine debits each AI step's actual usage
+// (AdjustTokens) and gives the reservation back when the run ends, so the bucket may go
+// into debt, which delays the scope's next starts; nothing fails or pauses.
+
+// tokenConstraint is a run's token gate.
+type tokenConstraint struct {
+	s  *Scheduler
+	id flowID
+	g  *storage.TokenGate
+}
+
+func (c *tokenConstraint) Check(now time.Time) (bool, time.Time) {
+	tat := c.s.flow.gates[c.id].TAT
+	if tat-now.UnixNano() < c.g.Window() {
+		return true, time.Time{}
+	}
+	// Above zero from the first instant after TAT − window.
+	return false, time.Unix(0, tat-c.g.Window()+1)
+}
+
+// Take books the start's reservation: the scope's average tokens per run so far.
+func (c *tokenConstraint) Take(now time.Time) {
+	if avg := c.s.flow.tokenAvg[c.id]; avg > 0 {
+		c.s.adjustTokens(c.id, c.g.Debit(avg), now)
+	}
+}
+
+func (c *tokenConstraint) Release() {}
+
+func (c *tokenConstraint) String() string {
+	return "waiting for AI tokens: tokenThrottle bucket of " + strconv.FormatInt(c.g.Tokens, 10) + " tokens per " +
+		(time.Duration(c.g.PerMs) * time.Millisecond).String() + " is empty"
+}
+
+// adjustTokens shifts a bucket's TAT by d ns: a debit (d > 0) counts from now at the
+// earliest (a full bucket does not bank time), a credit (d < 0) moves it back.
+func (s *Scheduler) adjustTokens(id flowID, d int64, now time.Time) {
+	g := s.flow.gates[id]
+	if d > 0 {
+		g.TAT = max(g.TAT, now.UnixNano()) + d
+	} else {
+		g.TAT += d
+	}
+	if g.TAT <= now.UnixNano() {
+		delete(s.flow.gates, id) // full: a missing state is a full bucket
+		return
+	}
+	s.flow.gates[id] = g
+}
+
+// AdjustTokens applies an AI step's usage (d > 0) or a reservation given back (d < 0),
+// as a TAT shift in ns (storage.TokenGate.Debit), to a bucket; avg ≥ 0 replaces the
+// scope's average tokens per run (a run ended), -1 keeps it.
+func (s *Scheduler) AdjustTokens(project, key string, d, avg int64, now time.Time) {
+	id := flowID{project, key}
+	if d != 0 {
+		s.adjustTokens(id, d, now)
+	}
+	if avg >= 0 {
+		s.flow.tokenAvg[id] = avg
+	}
+}
+
+// TokenState is a bucket's state as the scheduler holds it: when it is full again.
+func (s *Scheduler) TokenState(project, key string) flowctl.GCRA {
+	return s.flow.gates[flowID{project, key}]
+}
