@@ -139,3 +139,37 @@ func TestTokenThrottleStartTimes(t *testing.T) {
 		require.InDelta(t, 1000, st.TokenThrottle[0].Level, 1e-6, "a minute later the bucket is full again")
 	})
 }
+
+// TestTokenThrottleSurvivesRestart: the bucket (its debt) and the scope's average per run
+// are in the data file: after a restart, the next starts keep the bucket's schedule.
+func TestTokenThrottleSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		ep := &aiEndpoint{input: 500, output: 100}
+		n, stop := bubbleNodeWith(t, dir, ep)
+		ep.engine = n.engine
+		n.register(t, "app", `{"workflows": [{"name": "ask", "url": "http://wf.test/ask", "triggers": [{"event": "e"}],
+			"tokenThrottle": {"tokens": 1000, "perMs": 10000}}]}`)
+		t0 := time.Now()
+		n.send(t, ev("e", `{"n": "a"}`, ""))
+		synctest.Wait()
+		n.send(t, ev("e", `{"n": "b"}`, ""))
+		synctest.Wait()
+		stop() // the bucket is at -200 (a and b spent 600 each), the average is 600
+
+		n, stop = bubbleNodeWith(t, dir, ep)
+		defer stop()
+		ep.engine = n.engine
+		st, err := n.svc.FlowState(context.Background(), project, "", "")
+		require.NoError(t, err)
+		require.Len(t, st.TokenThrottle, 1)
+		require.Equal(t, float64(-200), st.TokenThrottle[0].Level)
+		require.Equal(t, int64(600), st.TokenThrottle[0].AvgRunTokens)
+		require.Equal(t, rfc3339(t0.Add(2*time.Second+1)), st.TokenThrottle[0].NextStartAt)
+		n.send(t, ev("e", `{"n": "c"}`, ""))
+		n.send(t, ev("e", `{"n": "d"}`, ""))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, []string{"a@0s", "b@0s", "c@2.000000001s", "d@8.000000001s"}, ep.startsSince(t0))
+	})
+}
