@@ -59,13 +59,13 @@ type Idempotency struct {
 	PeriodMs int64  `json:"periodMs"`
 }
 
-// Cap bounds a run's AI spend (stored; enforced by the AI-spend work).
+// Cap bounds a run's AI spend, checked before each AI step (ai.go CheckCap).
 type Cap struct {
 	MaxCost   *float64 `json:"maxCost,omitempty"`
 	MaxTokens *int64   `json:"maxTokens,omitempty"`
 }
 
-// TokenThrottle limits AI tokens per scope (stored; enforced by the AI-spend work).
+// TokenThrottle limits AI tokens per scope: a token bucket that delays run starts.
 type TokenThrottle struct {
 	Tokens int64  `json:"tokens"`
 	PerMs  int64  `json:"perMs"`

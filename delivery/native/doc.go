@@ -16,8 +16,9 @@
 // once: each concurrency scope is a flow-control key (the first the run's waitlist, a
 // second a further key whose slot is admitted with it), priority shifts the run's place
 // in its waitlist and its key's place in the rings, and throttle is a start gate on the
-// run's first delivery, booked only when that delivery is admitted. cap and
-// tokenThrottle are stored for the AI-spend work.
+// run's first delivery, booked only when that delivery is admitted. tokenThrottle is a
+// second start gate (a token bucket, tokens.go and delivery/ai_tokens.go); cap is checked
+// by the engine before each AI step (delivery/ai.go).
 //
 // It imports delivery (the engine and its transaction seam), storage (records),
 // flowctl (controls, key paths, GCRA) and sdk/wire (header names). The server imports it.

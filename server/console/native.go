@@ -127,10 +127,17 @@ func controlsInWords(fc flowctl.Controls) []string {
 		out = append(out, fmt.Sprintf("idempotency: one run per %s%s", per(i.PeriodMs), key(i.Key)))
 	}
 	if cp := fc.Cap; cp != nil {
-		out = append(out, "AI spend cap (not enforced yet)")
+		var parts []string
+		if cp.MaxCost != nil {
+			parts = append(parts, fmt.Sprintf("%g USD", *cp.MaxCost))
+		}
+		if cp.MaxTokens != nil {
+			parts = append(parts, fmt.Sprintf("%d tokens", *cp.MaxTokens))
+		}
+		out = append(out, "AI spend cap per run: "+strings.Join(parts, ", "))
 	}
 	if tt := fc.TokenThrottle; tt != nil {
-		out = append(out, "AI token throttle (not enforced yet)")
+		out = append(out, fmt.Sprintf("AI token throttle: %d tokens per %s%s", tt.Tokens, per(tt.PerMs), key(tt.Key)))
 	}
 	return out
 }
