@@ -214,6 +214,7 @@ func CheckCap(cp *Cap, spent AIUsage, req AIRequest, prices *AIPrices) *BudgetEr
 		return nil
 	}
 	proj := AIUsage{Model: req.Model, OutputTokens: req.MaxTokens, Tokens: req.MaxTokens}
+	proj.Cost, _ = prices.Cost(req.Model, 0, req.MaxTokens)
 	fail := func(code, format string, args ...any) *BudgetError {
 		return &BudgetError{Code: code, Msg: fmt.Sprintf(format, args...), Spent: spent, Projected: proj, Cap: *cp}
 	}
@@ -230,7 +231,6 @@ func CheckCap(cp *Cap, spent AIUsage, req AIRequest, prices *AIPrices) *BudgetEr
 		if !ok {
 			return fail(CodeNoPrice, "the run has a maxCost cap but model %q has no price in the AI price table", req.Model)
 		}
-		proj.Cost = cost
 		switch {
 		case spent.Cost >= *m:
 			return fail(CodeBudgetExceeded, "the run has spent %.6f USD, its cap is maxCost %.6f", spent.Cost, *m)

@@ -166,6 +166,13 @@ func TestAICapMaxTokensSequential(t *testing.T) {
 // §5.6): toCallback messages to the provider, their callbacks to the workflow URL.
 func publishCalls(t *testing.T, env *apiEnv, runID, workflowURL, llmURL string, stepIDs ...int) {
 	t.Helper()
+	r := publishCallsTo(t, env, runID, workflowURL, llmURL+"/v1/chat/completions", nil, stepIDs...)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+}
+
+// publishCallsTo is publishCalls to any URL, with extra publish headers.
+func publishCallsTo(t *testing.T, env *apiEnv, runID, workflowURL, url string, extra map[string]string, stepIDs ...int) apiResponse {
+	t.Helper()
 	var entries []string
 	for _, id := range stepIDs {
 		h := map[string]string{
@@ -179,15 +186,44 @@ func publishCalls(t *testing.T, env *apiEnv, runID, workflowURL, llmURL string, 
 			"Upstash-Callback-Forward-Upstash-Workflow-StepName": fmt.Sprintf("ask-%d", id),
 			"Upstash-Callback-Forward-Upstash-Workflow-StepType": "Call",
 		}
+		for k, v := range extra {
+			h[k] = v
+		}
 		hj := []string{}
 		for k, v := range h {
 			hj = append(hj, fmt.Sprintf("%q: %q", k, v))
 		}
 		body := fmt.Sprintf(`{"model": "mock-1", "max_tokens": 1000, "messages": [{"role": "user", "content": "q%d"}]}`, id)
-		entries = append(entries, fmt.Sprintf(`{"destination": %q, "headers": {%s}, "body": %q}`, llmURL+"/v1/chat/completions", strings.Join(hj, ","), body))
+		entries = append(entries, fmt.Sprintf(`{"destination": %q, "headers": {%s}, "body": %q}`, url, strings.Join(hj, ","), body))
 	}
-	r := env.call(t, http.MethodPost, "/v2/batch", []byte("["+strings.Join(entries, ",")+"]"), "Content-Type", "application/json")
+	return env.call(t, http.MethodPost, "/v2/batch", []byte("["+strings.Join(entries, ",")+"]"), "Content-Type", "application/json")
+}
+
+// TestAIMarkerHeader: a call whose path is no AI route is metered when its publish says
+// Duraton-Ai (the Go SDK's marker); an unknown marker value is a 400 and stores nothing.
+func TestAIMarkerHeader(t *testing.T) {
+	t.Parallel()
+	llm := deliverytest.NewLLM(t, deliverytest.LLMUsage{Input: 7, Output: 3})
+	wf := deliverytest.NewEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
+		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "{}"
+	})
+	env := newAPI(t, envOptions{})
+	wfURL := wf.URL("/wf")
+	env.mustPutApp(t, "ai", fmt.Sprintf(`{"workflows": [{"name": "proxy", "url": %q, "triggers": [{"event": "go"}]}]}`, wfURL))
+	runID := env.sendEvents(t, `{"name": "go", "data": {}}`)[0].Runs[0].RunID
+	wf.Requests.Wait(t, waitTimeout, 1, nil)
+
+	r := publishCallsTo(t, env, runID, wfURL, llm.URL()+"/proxy/generate", map[string]string{"Duraton-Ai": "gemini"}, 1)
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Contains(t, r.errorMessage(t), "Duraton-Ai")
+	r = publishCallsTo(t, env, runID, wfURL, llm.URL()+"/proxy/generate", nil, 1)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r = publishCallsTo(t, env, runID, wfURL, llm.URL()+"/proxy/generate", map[string]string{"Duraton-Ai": "openai"}, 2)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	wf.Requests.Wait(t, waitTimeout, 2, func(r deliverytest.Request) bool { return r.Header.Get("Upstash-Workflow-Callback") == "true" })
+	require.Equal(t, 2, llm.Count(), "both calls reached the provider (the refused one did not)")
+	run := env.aiRun(t, runID)
+	require.Equal(t, &aiUsage{InputTokens: 7, OutputTokens: 3, Tokens: 10}, run.Usage, "only the marked call is metered")
 }
 
 // TestAICapMaxCostParallel: cap {maxCost: 1.5}, four parallel AI calls of 0.4 USD each

@@ -25,11 +25,11 @@ type LLMCall struct {
 	Body          []byte
 }
 
-// LLM is a mock OpenAI- and Anthropic-compatible API on loopback: POST
-// .../chat/completions, .../completions, .../responses and .../embeddings answer in
-// OpenAI's shapes, .../messages in Anthropic's, each with the configured usage. It counts
-// and records every call (an unknown route too, answered 404); Calls is a Signal tests
-// wait on.
+// LLM is a mock OpenAI- and Anthropic-compatible API on loopback: POST .../responses
+// and .../embeddings answer in OpenAI's shapes, .../messages in Anthropic's, any other
+// path (.../chat/completions, .../completions, a proxy's own route) as an OpenAI chat
+// completion, each with the configured usage. It counts and records every call; Calls
+// is a Signal tests wait on.
 type LLM struct {
 	srv   *httptest.Server
 	Calls Signal[LLMCall]
@@ -99,17 +99,13 @@ func (l *LLM) serve(w http.ResponseWriter, r *http.Request) {
 		usage := map[string]any{"prompt_tokens": u.Input, "total_tokens": u.Input}
 		addCost(usage, u)
 		answer = map[string]any{"object": "list", "model": req.Model, "data": []any{map[string]any{"object": "embedding", "index": 0, "embedding": []float64{0.1, 0.2}}}, "usage": usage}
-	case strings.HasSuffix(path, "/chat/completions"), strings.HasSuffix(path, "/completions"):
+	default: // chat/completions, completions, and any other path (a proxy's route)
 		usage := map[string]any{"prompt_tokens": u.Input, "completion_tokens": u.Output, "total_tokens": u.Input + u.Output}
 		addCost(usage, u)
 		answer = map[string]any{"id": fmt.Sprintf("chatcmpl-mock-%d", n), "object": "chat.completion", "created": 1700000000, "model": req.Model,
 			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}}, "usage": usage}
 	}
 	l.Calls.Emit(LLMCall{Path: path, Model: req.Model, Authorization: auth, Body: body})
-	if answer == nil {
-		http.Error(w, `{"error":{"message":"unknown route"}}`, http.StatusNotFound)
-		return
-	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(answer)
 }
