@@ -26,11 +26,13 @@ type tokenAdj struct {
 	shift, avg   int64
 }
 
-// applyTokens applies bucket changes to the scheduler.
-func applyTokens(s *sched.Scheduler, adjs []tokenAdj, now time.Time) {
+// applyTokens applies bucket changes to the scheduler; a credit may start waiting runs.
+func applyTokens(s *sched.Scheduler, adjs []tokenAdj, now time.Time) []sched.Start {
+	var starts []sched.Start
 	for _, a := range adjs {
-		s.AdjustTokens(a.project, a.key, a.shift, a.avg, now)
+		s.AdjustTokens(a.project, a.key, a.shift, a.avg, now, &starts)
 	}
+	return starts
 }
 
 // shiftBucket applies a TAT shift to a stored bucket as the scheduler does.

@@ -74,12 +74,12 @@ func (d *dispatcher) apply(fx effects) {
 	}
 	d.with(func(s *sched.Scheduler) []sched.Start {
 		now := d.now()
-		applyTokens(s, fx.tokens, now) // ai_tokens.go
+		starts := applyTokens(s, fx.tokens, now) // ai_tokens.go
 		for _, e := range fx.forget {
 			s.Forget(e, now)
 		}
 		s.Add(fx.add...)
-		return nil
+		return starts
 	})
 }
 

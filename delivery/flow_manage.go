@@ -71,7 +71,7 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 				s.RestoreGate(p.ID, key, g)
 			}
 			for key, avg := range states[i].tokenAvg {
-				s.AdjustTokens(p.ID, key, 0, avg, e.now())
+				s.AdjustTokens(p.ID, key, 0, avg, e.now(), nil)
 			}
 		}
 	})

@@ -25,6 +25,8 @@ type aiEndpoint struct {
 	engine *delivery.Engine
 	input  int64 // the LLM's usage per call: input tokens, output tokens
 	output int64
+	// inputOf, when set, gives the input tokens of the call of the run named n.
+	inputOf func(n string) int64
 
 	mu     sync.Mutex
 	starts []heldStart
@@ -43,7 +45,13 @@ func (e *aiEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
 		e.mu.Lock()
 		e.calls++
 		e.mu.Unlock()
-		return answer(`{"model": "m", "choices": [], "usage": {"prompt_tokens": ` + itoa(e.input) + `, "completion_tokens": ` + itoa(e.output) + `}}`)
+		in := e.input
+		if e.inputOf != nil {
+			var req struct{ Messages []struct{ Content string } }
+			_ = json.Unmarshal(body, &req)
+			in = e.inputOf(req.Messages[0].Content)
+		}
+		return answer(`{"model": "m", "choices": [], "usage": {"prompt_tokens": ` + itoa(in) + `, "completion_tokens": ` + itoa(e.output) + `}}`)
 	case r.Header.Get("Upstash-Workflow-Callback") == "true":
 		if err := e.engine.CompleteRun(context.Background(), project, runID, nil, false); err != nil {
 			return nil, err
@@ -67,7 +75,7 @@ func (e *aiEndpoint) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, err := e.engine.Publish(context.Background(), []*delivery.Message{{
 		Project: project, URL: "http://llm.test/v1/chat/completions", Method: http.MethodPost,
 		Header: map[string][]string{"Content-Type": {"application/json"}, "Authorization": {"Bearer k"}},
-		Body:   []byte(`{"model": "m", "messages": [{"role": "user", "content": "hi"}]}`),
+		Body:   []byte(`{"model": "m", "messages": [{"role": "user", "content": "` + name + `"}]}`),
 		RunID:  runID, CallType: delivery.CallToCallback,
 		Callback: &storage.CallbackSpec{URL: wfURL, Method: http.MethodPost, RunID: runID, CallType: delivery.CallFromCallback,
 			Header: map[string][]string{"Upstash-Workflow-Callback": {"true"}}},
@@ -171,5 +179,36 @@ func TestTokenThrottleSurvivesRestart(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		require.Equal(t, []string{"a@0s", "b@0s", "c@2.000000001s", "d@8.000000001s"}, ep.startsSince(t0))
+	})
+}
+
+// TestTokenThrottleCreditWakesWaitingStart: a reservation larger than what the run then
+// spends is given back at the run's end, and a start waiting for the bucket is checked
+// again at once. tokenThrottle 1000 per 10 s; a spends 600 (average 600); b starts
+// (level 400) and reserves 600 (-200), so c waits (until 2 s); b spends only 300 and ends:
+// its 600 come back (+100), c starts at once and reserves the new average 450 (-350);
+// c spends 300 and ends (-200), so d starts at 2 s.
+func TestTokenThrottleCreditWakesWaitingStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &aiEndpoint{output: 0, inputOf: func(n string) int64 {
+			if n == "a" {
+				return 600
+			}
+			return 300
+		}}
+		n, stop := bubbleNodeWith(t, t.TempDir(), ep)
+		defer stop()
+		ep.engine = n.engine
+		n.register(t, "app", `{"workflows": [{"name": "ask", "url": "http://wf.test/ask", "triggers": [{"event": "e"}],
+			"tokenThrottle": {"tokens": 1000, "perMs": 10000}}]}`)
+		t0 := time.Now()
+		n.send(t, ev("e", `{"n": "a"}`, ""))
+		synctest.Wait()
+		for _, name := range []string{"b", "c", "d"} {
+			n.send(t, ev("e", `{"n": "`+name+`"}`, ""))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, []string{"a@0s", "b@0s", "c@0s", "d@2.000000001s"}, ep.startsSince(t0))
 	})
 }

@@ -91,10 +91,11 @@ type flowState struct {
 	keys      map[string]int          // per project, the flow-control keys held (waitlists with a key)
 	rings     map[string][]*flowQueue // each ordered by rank
 	timers    timerHeap
-	extra     map[flowID]*flowctl.Key // further keys' slots (gates.go)
-	gates     map[flowID]flowctl.GCRA // start gates' states (gates.go)
-	gateTakes int                     // admissions through a gate since the last sweep
-	tokenAvg  map[flowID]int64        // tokenThrottle scopes' average tokens per run (tokengate.go)
+	extra     map[flowID]*flowctl.Key            // further keys' slots (gates.go)
+	gates     map[flowID]flowctl.GCRA            // start gates' states (gates.go)
+	gateTakes int                                // admissions through a gate since the last sweep
+	tokenAvg  map[flowID]int64                   // tokenThrottle scopes' average tokens per run (tokengate.go)
+	tokenWait map[flowID]map[*flowQueue]struct{} // queues whose head waits for a bucket (tokengate.go)
 }
 
 func newFlowState() flowState {
@@ -102,6 +103,7 @@ func newFlowState() flowState {
 		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
 		inFlight: map[string]int{}, keys: map[string]int{}, rings: map[string][]*flowQueue{},
 		extra: map[flowID]*flowctl.Key{}, gates: map[flowID]flowctl.GCRA{}, tokenAvg: map[flowID]int64{},
+		tokenWait: map[flowID]map[*flowQueue]struct{}{},
 	}
 }
 
@@ -185,6 +187,7 @@ func (s *Scheduler) pump(q *flowQueue, now time.Time, limit int, wokenAt time.Ti
 		dec := flowctl.Admit(now, s.headConstraints(q, head, s.constraints(q))...)
 		if !dec.Admitted {
 			s.block(q, dec.BlockedBy.String(), now)
+			s.noteTokenWait(q, dec.BlockedBy) // tokengate.go
 			switch {
 			case !dec.RetryAt.IsZero():
 				s.wakeAt(q, dec.RetryAt)

@@ -64,8 +64,9 @@ func (s *Scheduler) adjustTokens(id flowID, d int64, now time.Time) {
 
 // AdjustTokens applies an AI step's usage (d > 0) or a reservation given back (d < 0),
 // as a TAT shift in ns (storage.TokenGate.Debit), to a bucket; avg ≥ 0 replaces the
-// scope's average tokens per run (a run ended), -1 keeps it.
-func (s *Scheduler) AdjustTokens(project, key string, d, avg int64, now time.Time) {
+// scope's average tokens per run (a run ended), -1 keeps it. A credit checks again at
+// once the starts waiting for the bucket (their timers were set for the earlier level).
+func (s *Scheduler) AdjustTokens(project, key string, d, avg int64, now time.Time, starts *[]Start) {
 	id := flowID{project, key}
 	if d != 0 {
 		s.adjustTokens(id, d, now)
@@ -73,6 +74,28 @@ func (s *Scheduler) AdjustTokens(project, key string, d, avg int64, now time.Tim
 	if avg >= 0 {
 		s.flow.tokenAvg[id] = avg
 	}
+	if d < 0 {
+		waiting := s.flow.tokenWait[id]
+		delete(s.flow.tokenWait, id)
+		for q := range waiting {
+			s.pump(q, now, -1, time.Time{}, starts)
+		}
+	}
+}
+
+// noteTokenWait remembers a queue whose head a token bucket blocked, so that a credit to
+// the bucket wakes it. A queue admitted meanwhile is forgotten at the bucket's next credit.
+func (s *Scheduler) noteTokenWait(q *flowQueue, by flowctl.Constraint) {
+	tc, ok := by.(*tokenConstraint)
+	if !ok {
+		return
+	}
+	w := s.flow.tokenWait[tc.id]
+	if w == nil {
+		w = map[*flowQueue]struct{}{}
+		s.flow.tokenWait[tc.id] = w
+	}
+	w[q] = struct{}{}
 }
 
 // TokenState is a bucket's state as the scheduler holds it: when it is full again.
