@@ -113,7 +113,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
 		FlowKeys: init.FlowKeys,
-		AICap: init.Cap, TokenGate: m.TokenGate,
+		AICap:    init.Cap, TokenGate: m.TokenGate,
 	}
 	if init.StartKeyOnly {
 		run.FlowControl = nil
