@@ -1,0 +1,220 @@
+// The native API client: register an app's workflows, send events, read runs
+// (native-api.md). Reads DURATON_URL / DURATON_TOKEN, else QSTASH_URL / QSTASH_TOKEN.
+
+import type { Controls } from "./controls.js";
+import { DuratonApiError } from "./errors.js";
+
+export type Env = Record<string, string | undefined>;
+
+export interface ClientOptions {
+  /** The Duraton server, e.g. http://127.0.0.1:8080 (default: $DURATON_URL, else $QSTASH_URL). */
+  url?: string;
+  /** The project's API token (default: $DURATON_TOKEN, else $QSTASH_TOKEN). */
+  token?: string;
+  /** Where the defaults are read from (default: process.env). */
+  env?: Env;
+  /** Bounds each request (default 30 s). */
+  timeoutMs?: number;
+}
+
+/** A workflow definition on the wire: name, url, triggers, retries and the flat controls. */
+export interface WorkflowDefinitionJSON extends Controls {
+  name: string;
+  url: string;
+  triggers: { event: string }[];
+  retries?: number;
+}
+
+/** A definition as the server stored it, with the controls on `flowControl`. */
+export interface RegisteredWorkflow {
+  app: string;
+  name: string;
+  url: string;
+  triggers: { event: string }[];
+  retries: number;
+  flowControl: Controls;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface RegisteredApp {
+  name: string;
+  createdAt: number;
+  updatedAt: number;
+  workflows: RegisteredWorkflow[];
+}
+
+/** An event to send: `data` is any JSON value; a repeated `dedupeId` within 24 h starts nothing. */
+export interface SendEvent<TData = unknown> {
+  name: string;
+  data?: TData;
+  dedupeId?: string;
+}
+
+/** What one workflow did with an event: exactly one outcome. */
+export type EventRun =
+  | { workflow: string; runId: string }
+  | { workflow: string; dropped: true }
+  | { workflow: string; deduped: true }
+  | { workflow: string; skipped: true; holderRunId: string }
+  | { workflow: string; debounced: true }
+  | { workflow: string; batched: true };
+
+/** Every outcome's name, as `outcome(run)` reports it. */
+export type Outcome = "started" | "dropped" | "deduped" | "skipped" | "debounced" | "batched";
+
+/** What the server did with one event, per workflow whose trigger names it. */
+export interface EventResult {
+  id: string;
+  /** The event's dedupeId was seen within 24 h: `id` is the first event's, `runs` is empty. */
+  deduped?: true;
+  runs: EventRun[];
+}
+
+/** Names the outcome of one workflow's run for an event. */
+export function outcome(r: EventRun): Outcome {
+  if ("runId" in r) return "started";
+  if ("dropped" in r) return "dropped";
+  if ("deduped" in r) return "deduped";
+  if ("skipped" in r) return "skipped";
+  if ("debounced" in r) return "debounced";
+  return "batched";
+}
+
+/** The outcome for `workflow` (a name or a workflow()), or undefined if it did not match. */
+export function runFor(result: EventResult, workflow: string | { name: string }): EventRun | undefined {
+  const name = typeof workflow === "string" ? workflow : workflow.name;
+  return result.runs.find((r) => r.workflow === name);
+}
+
+export type RunStatus = "queued" | "running" | "sleeping" | "waiting" | "succeeded" | "failed" | "cancelled";
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  tokens: number;
+  cost: number;
+}
+
+export interface RunStep {
+  name: string;
+  type: string;
+  status: string;
+  startedAt?: number;
+  endedAt?: number;
+  out?: unknown;
+  error?: string;
+  usage?: Usage;
+}
+
+export interface Run {
+  runId: string;
+  workflow: string;
+  app: string;
+  status: RunStatus;
+  createdAt: number;
+  startedAt?: number;
+  endedAt?: number;
+  eventIds: string[];
+  keys: Record<string, unknown>;
+  steps: RunStep[];
+  usage?: Usage;
+  waiting?: { reason: string; since: number | string };
+}
+
+export interface ListRuns {
+  workflow?: string;
+  app?: string;
+  status?: RunStatus;
+  cursor?: string;
+  limit?: number;
+}
+
+/** The events of one request are at most this many (the server's limit). */
+export const maxEventsPerRequest = 1000;
+
+export class Client {
+  readonly url: string;
+  readonly token: string | undefined;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ClientOptions = {}) {
+    const env = opts.env ?? processEnv();
+    const url = opts.url ?? env.DURATON_URL ?? env.QSTASH_URL;
+    if (!url) throw new Error("duraton: no server URL: pass { url } or set DURATON_URL (or QSTASH_URL)");
+    this.url = url.replace(/\/+$/, "");
+    this.token = opts.token ?? env.DURATON_TOKEN ?? env.QSTASH_TOKEN;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
+
+  /** Registers (or replaces) the app's whole set of workflows: PUT /apps/{app}. Idempotent. */
+  async registerApp(app: string, workflows: WorkflowDefinitionJSON[]): Promise<RegisteredApp> {
+    if (!app) throw new Error("duraton: registerApp: empty app name");
+    return this.request<RegisteredApp>("PUT", `/apps/${encodeURIComponent(app)}`, { workflows });
+  }
+
+  /** Sends one event: POST /events. */
+  async sendEvent<TData>(event: SendEvent<TData>): Promise<EventResult> {
+    const [r] = await this.sendEvents([event]);
+    return r;
+  }
+
+  /** Sends events in one request (at most 1,000), answered after they are durable; results in order. */
+  async sendEvents<TData>(events: SendEvent<TData>[]): Promise<EventResult[]> {
+    if (events.length === 0) return [];
+    if (events.length > maxEventsPerRequest) {
+      throw new Error(`duraton: sendEvents: ${events.length} events, at most ${maxEventsPerRequest} per request`);
+    }
+    const out = await this.request<{ events: EventResult[] }>("POST", "/events", events);
+    if (!Array.isArray(out?.events) || out.events.length !== events.length) {
+      throw new Error(`duraton: POST /events answered ${out?.events?.length ?? "no"} results for ${events.length} events`);
+    }
+    return out.events;
+  }
+
+  getRun(runId: string): Promise<Run> {
+    return this.request<Run>("GET", `/runs/${encodeURIComponent(runId)}`);
+  }
+
+  listRuns(q: ListRuns = {}): Promise<{ runs: Run[]; cursor?: string }> {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== "") p.set(k, String(v));
+    const qs = p.toString();
+    return this.request("GET", `/runs${qs ? "?" + qs : ""}`);
+  }
+
+  cancelRun(runId: string): Promise<unknown> {
+    return this.request("POST", `/runs/${encodeURIComponent(runId)}/cancel`);
+  }
+
+  /** Re-runs a failed run from its failed step; `cap` raises the run's AI cap. */
+  replayRun(runId: string, body: { cap?: Controls["cap"] } = {}): Promise<unknown> {
+    return this.request("POST", `/runs/${encodeURIComponent(runId)}/replay`, body);
+  }
+
+  /** One authenticated JSON request; an error status throws a DuratonApiError. */
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = {};
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const res = await fetch(this.url + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new DuratonApiError(method, path, res.status, text);
+    try {
+      return (text ? JSON.parse(text) : undefined) as T;
+    } catch {
+      throw new DuratonApiError(method, path, res.status, `answer is not JSON: ${text.slice(0, 200)}`);
+    }
+  }
+}
+
+/** process.env where there is one (Node, Bun, Deno with compat), else nothing. */
+export function processEnv(): Env {
+  const p = (globalThis as { process?: { env?: Env } }).process;
+  return p?.env ?? {};
+}

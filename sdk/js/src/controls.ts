@@ -1,0 +1,96 @@
+// The flat flow controls of a native workflow, typed exactly as native-api.md lists
+// them. Every object type is closed: an unknown field (a typo) in an object literal is a
+// compile error, as it is a 400 on the server. Times are milliseconds, as on the wire.
+
+/** A dotted path into the event's `data` ("accountId", "user.id"). */
+export type KeyPath = string;
+
+/** At most `limit` deliveries of the workflow (per key value) hold a slot at once. */
+export interface Concurrency {
+  /** 1–100,000. */
+  limit: number;
+  key?: KeyPath;
+}
+
+/** Run starts per window (GCRA, burst = limit): throttle delays, rateLimit drops. */
+export interface Rate {
+  /** ≥ 1. */
+  limit: number;
+  /** throttle: 1 s – 7 d; rateLimit: 1 s – 24 h. */
+  perMs: number;
+  key?: KeyPath;
+}
+
+/** One run `periodMs` after the burst's last event (at the latest `timeoutMs` after its first). */
+export interface Debounce {
+  /** 1 s – 7 d. */
+  periodMs: number;
+  key?: KeyPath;
+  /** ≥ periodMs. */
+  timeoutMs?: number;
+}
+
+/** One run per `maxSize` events or `timeoutMs` after the first; the run sees `ctx.events`. */
+export interface Batch {
+  /** 2–1,000. */
+  maxSize: number;
+  /** 1 s – 1 h. */
+  timeoutMs: number;
+  key?: KeyPath;
+}
+
+/** Deliveries ordered as if enqueued `shiftMs` earlier (−12 h … +12 h). */
+export interface Priority {
+  shiftMs: number;
+}
+
+/** At most one live run per key: `skip` drops the new trigger, `cancel` (default) cancels the holder. */
+export interface Singleton {
+  key?: KeyPath;
+  mode?: "skip" | "cancel";
+}
+
+/** One run per key value per window (default 24 h; 1 s – 30 d). */
+export interface Idempotency {
+  key?: KeyPath;
+  periodMs?: number;
+}
+
+/** A run's AI spend ceiling: at least one of the two (cost in USD). */
+export type Cap = { maxCost: number; maxTokens?: number } | { maxCost?: number; maxTokens: number };
+
+/** AI tokens per scope: `tokens` per `perMs` (1 s – 24 h). */
+export interface TokenThrottle {
+  tokens: number;
+  perMs: number;
+  key?: KeyPath;
+}
+
+/** Every control is optional and off when absent. */
+export interface Controls {
+  /** One scope, or an array of at most 2. */
+  concurrency?: Concurrency | readonly [Concurrency] | readonly [Concurrency, Concurrency];
+  throttle?: Rate;
+  rateLimit?: Rate;
+  debounce?: Debounce;
+  batch?: Batch;
+  priority?: Priority;
+  singleton?: Singleton;
+  idempotency?: Idempotency;
+  cap?: Cap;
+  tokenThrottle?: TokenThrottle;
+}
+
+/** The names of the controls, in the order native-api.md lists them. */
+export const controlNames = [
+  "concurrency",
+  "throttle",
+  "rateLimit",
+  "debounce",
+  "batch",
+  "priority",
+  "singleton",
+  "idempotency",
+  "cap",
+  "tokenThrottle",
+] as const satisfies readonly (keyof Controls)[];

@@ -1,0 +1,38 @@
+export { workflow } from "./workflow.js";
+export type {
+  AIOptions,
+  CallOptions,
+  CallResult,
+  Context,
+  Duration,
+  FailureContext,
+  InvokeOptions,
+  InvokeResult,
+  ReceivedEvent,
+  Steps,
+  Trigger,
+  WaitResult,
+  Workflow,
+  WorkflowOptions,
+} from "./workflow.js";
+export { serve, definition } from "./serve.js";
+export type { ServeOptions, Served, FetchHandler, ExpressMiddleware } from "./serve.js";
+export { Client, outcome, runFor, maxEventsPerRequest } from "./client.js";
+export type {
+  ClientOptions,
+  EventResult,
+  EventRun,
+  ListRuns,
+  Outcome,
+  RegisteredApp,
+  RegisteredWorkflow,
+  Run,
+  RunStatus,
+  RunStep,
+  SendEvent,
+  Usage,
+  WorkflowDefinitionJSON,
+} from "./client.js";
+export type * from "./controls.js";
+export { controlNames } from "./controls.js";
+export { BudgetError, isBudgetError, DuratonApiError, WorkflowFailure, BUDGET_EXCEEDED } from "./errors.js";

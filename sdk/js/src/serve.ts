@@ -1,0 +1,216 @@
+// serve({ app, workflows, baseUrl }): one @upstash/workflow serve() route per workflow
+// under the base path, as a Fetch-API handler with adapters for Node's http and Express,
+// and the app's registration (PUT /apps/{app}), also run on start.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Client as QStashClient, Receiver } from "@upstash/qstash";
+import { serve as upstashServe } from "@upstash/workflow";
+import { Client, processEnv, type Env, type RegisteredApp, type WorkflowDefinitionJSON } from "./client.js";
+import { controlNames } from "./controls.js";
+import { failureError, makeContext, eventsOf, type Workflow } from "./workflow.js";
+
+export interface ServeOptions {
+  /** The app's name: registering replaces the app's whole set of workflows. */
+  app: string;
+  workflows: Workflow<any, any>[];
+  /**
+   * The public URL of the base path the routes live under, e.g.
+   * "https://docs.example.com/api/workflows": workflow `index.documents` is served and
+   * registered at ".../api/workflows/index.documents".
+   */
+  baseUrl: string;
+  /** The Duraton client (default: new Client({ env })). */
+  client?: Client;
+  /** Where credentials and signing keys are read from (default: process.env). */
+  env?: Env;
+  /**
+   * Signing keys that every delivery must carry a signature of (default:
+   * $QSTASH_CURRENT_SIGNING_KEY and $QSTASH_NEXT_SIGNING_KEY; when neither is set,
+   * deliveries are not verified).
+   */
+  signingKeys?: { current: string; next: string };
+  /** Register the app as soon as serve() is called (default true); `ready` settles with the outcome. */
+  registerOnStart?: boolean;
+  /** Reports a failed registration on start (default: console.error). */
+  onRegisterError?: (err: unknown) => void;
+}
+
+/** A Fetch-API handler: (Request) => Promise<Response>. */
+export type FetchHandler = (req: Request) => Promise<Response>;
+
+/** The minimum of an Express request and response the adapter uses (no dependency on express). */
+export interface ExpressLikeRequest extends IncomingMessage {
+  originalUrl?: string;
+  body?: unknown;
+}
+export type ExpressLikeResponse = ServerResponse;
+export type ExpressMiddleware = (req: ExpressLikeRequest, res: ExpressLikeResponse, next: (err?: unknown) => void) => void;
+
+export interface Served {
+  /** The Fetch-API handler for every workflow route (404 for any other path). */
+  fetch: FetchHandler;
+  /** A node:http request listener. */
+  node: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Express middleware: mount it before body parsers, or with express.raw({ type: "*\/*" }). */
+  express: () => ExpressMiddleware;
+  /** PUT /apps/{app} with every workflow's definition (idempotent). */
+  registerApp: () => Promise<RegisteredApp>;
+  /** The registration run on start (undefined with registerOnStart: false). */
+  ready: Promise<RegisteredApp> | undefined;
+  /** The definitions as they are registered. */
+  definitions: WorkflowDefinitionJSON[];
+  /** The URL a workflow is served at. */
+  urlOf: (workflow: string | { name: string }) => string;
+}
+
+/** Serves the app's workflows; see ServeOptions. */
+export function serve(opts: ServeOptions): Served {
+  const env = opts.env ?? processEnv();
+  const client = opts.client ?? new Client({ env });
+  const base = new URL(opts.baseUrl);
+  const baseUrl = base.href.replace(/\/+$/, "");
+  const basePath = base.pathname.replace(/\/+$/, "");
+  const urlOf = (w: string | { name: string }) => `${baseUrl}/${typeof w === "string" ? w : w.name}`;
+
+  const seen = new Set<string>();
+  for (const w of opts.workflows) {
+    if (w?.kind !== "duraton.workflow") throw new Error("duraton: serve: workflows must be made with workflow({...})");
+    if (seen.has(w.name)) throw new Error(`duraton: serve: two workflows named ${w.name}`);
+    seen.add(w.name);
+  }
+  const definitions = opts.workflows.map((w) => definition(w, urlOf(w)));
+
+  const current = opts.signingKeys?.current ?? env.QSTASH_CURRENT_SIGNING_KEY;
+  const next = opts.signingKeys?.next ?? env.QSTASH_NEXT_SIGNING_KEY;
+  const receiver = current && next ? new Receiver({ currentSigningKey: current, nextSigningKey: next }) : undefined;
+  const qstashClient = new QStashClient({ baseUrl: client.url, token: client.token ?? "" });
+
+  const routes = new Map<string, FetchHandler>();
+  for (const wf of opts.workflows) {
+    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, urlOf)), {
+      url: urlOf(wf),
+      qstashClient,
+      receiver,
+      // serve() reads no env of its own: credentials and keys are the ones given here.
+      env: {},
+      disableTelemetry: true,
+      failureFunction: wf.onFailure
+        ? async ({ context, failStatus, failResponse }) => {
+            const { event, events } = eventsOf(context.requestPayload, context.workflowRunId, context.workflowRunCreatedAt);
+            await wf.onFailure!({
+              event,
+              events,
+              runId: context.workflowRunId,
+              workflow: context.headers.get("duraton-workflow") ?? wf.name,
+              app: context.headers.get("duraton-app") ?? opts.app,
+              error: failureError(failStatus, failResponse),
+            });
+          }
+        : undefined,
+    });
+    routes.set(`${basePath}/${wf.name}`, handler);
+  }
+
+  const fetchHandler: FetchHandler = async (req) => {
+    const path = new URL(req.url).pathname.replace(/\/+$/, "");
+    const route = routes.get(decodeURIComponent(path));
+    if (!route) return json(404, { error: `no workflow of app ${opts.app} at ${path}` });
+    if (req.method !== "POST") return json(405, { error: `${req.method} ${path}: workflow routes take POST` });
+    return route(req);
+  };
+
+  let registration: Promise<RegisteredApp> | undefined;
+  const registerApp = () => client.registerApp(opts.app, definitions);
+  if (opts.registerOnStart ?? true) {
+    registration = registerApp();
+    const report = opts.onRegisterError ?? ((err: unknown) => console.error(`duraton: registering app ${opts.app}:`, err));
+    registration.catch(report);
+  }
+
+  return {
+    fetch: fetchHandler,
+    node: (req, res) => void toNode(fetchHandler, base, req, res, req.url ?? "/"),
+    express: () => (req, res, next) => {
+      toNode(fetchHandler, base, req, res, req.originalUrl ?? req.url ?? "/").catch(next);
+    },
+    registerApp,
+    ready: registration,
+    definitions,
+    urlOf,
+  };
+}
+
+/** The wire definition of a workflow served at url: only the fields native-api.md lists. */
+export function definition(w: Workflow<any, any>, url: string): WorkflowDefinitionJSON {
+  const d: WorkflowDefinitionJSON = { name: w.name, url, triggers: w.triggers.map((t) => ({ event: t.event })) };
+  if (w.retries !== undefined) d.retries = w.retries;
+  for (const k of controlNames) {
+    if (w[k] !== undefined) (d as unknown as Record<string, unknown>)[k] = w[k];
+  }
+  return d;
+}
+
+function json(status: number, v: unknown): Response {
+  return new Response(JSON.stringify(v), { status, headers: { "content-type": "application/json" } });
+}
+
+/** Bodies of deliveries are bounded (the server's own limit is far below this). */
+const maxBody = 16 << 20;
+
+async function toNode(h: FetchHandler, base: URL, req: ExpressLikeRequest, res: ServerResponse, path: string): Promise<void> {
+  try {
+    const body = await readBody(req);
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+    }
+    const method = req.method ?? "GET";
+    const webReq = new Request(new URL(path, base.origin), {
+      method,
+      headers,
+      body: method === "GET" || method === "HEAD" ? undefined : new Uint8Array(body),
+    });
+    const webRes = await h(webReq);
+    const out = Buffer.from(await webRes.arrayBuffer());
+    res.writeHead(webRes.status, headersObject(webRes.headers));
+    res.end(out);
+  } catch (err) {
+    if (!res.headersSent) res.writeHead(err instanceof BodyError ? err.status : 500, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: err instanceof Error ? err.message : String(err) }));
+  }
+}
+
+class BodyError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The raw body: from the stream, or as a body parser left it (a Buffer or a string only: a signature covers the raw bytes). */
+async function readBody(req: ExpressLikeRequest): Promise<Buffer> {
+  if (Buffer.isBuffer(req.body)) return req.body;
+  if (typeof req.body === "string") return Buffer.from(req.body);
+  if (req.body !== undefined && req.readableEnded) {
+    throw new BodyError(500, "duraton: the request body was parsed before the workflow route: mount serve().express() before express.json(), or use express.raw({ type: \"*/*\" })");
+  }
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of req) {
+    const b = Buffer.isBuffer(c) ? c : Buffer.from(c as string);
+    n += b.length;
+    if (n > maxBody) throw new BodyError(413, `duraton: request body over ${maxBody} bytes`);
+    chunks.push(b);
+  }
+  return Buffer.concat(chunks);
+}
+
+function headersObject(h: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  h.forEach((v, k) => {
+    out[k] = v;
+  });
+  return out;
+}

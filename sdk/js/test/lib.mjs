@@ -1,0 +1,149 @@
+// Helpers for the SDK's tests: they run against a real `duraton dev` process, started by
+// cmd/duraton/sdkjs_test.go (go test), which passes its credentials in QSTASH_* (and a
+// second process with --project-ceiling 1 in DURATON_CEILING_*). Routes are served by the
+// built package (dist/) on a node:http server bound to 127.0.0.1.
+
+import http from "node:http";
+import crypto from "node:crypto";
+import { Client, serve } from "../dist/index.js";
+
+for (const v of ["QSTASH_DEV", "QSTASH_DEV_PORT", "QSTASH_REGION", "UPSTASH_WORKFLOW_URL", "DURATON_URL", "DURATON_TOKEN"]) delete process.env[v];
+
+function need(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run these tests through cmd/duraton (go test -run TestSDKJS)`);
+  return v;
+}
+
+/** The main duraton process's environment (what `duraton dev` prints). */
+export const env = {
+  QSTASH_URL: need("QSTASH_URL"),
+  QSTASH_TOKEN: need("QSTASH_TOKEN"),
+  QSTASH_CURRENT_SIGNING_KEY: need("QSTASH_CURRENT_SIGNING_KEY"),
+  QSTASH_NEXT_SIGNING_KEY: need("QSTASH_NEXT_SIGNING_KEY"),
+};
+
+/** The environment of the second process, whose project ceiling is 1 (priority is seen there). */
+export const ceilingEnv = () => ({
+  QSTASH_URL: need("DURATON_CEILING_URL"),
+  QSTASH_TOKEN: need("DURATON_CEILING_TOKEN"),
+  QSTASH_CURRENT_SIGNING_KEY: need("DURATON_CEILING_CURRENT_SIGNING_KEY"),
+  QSTASH_NEXT_SIGNING_KEY: need("DURATON_CEILING_NEXT_SIGNING_KEY"),
+});
+
+export const client = new Client({ env });
+export const tag = () => crypto.randomBytes(4).toString("hex");
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const short = (v, n = 400) => {
+  const s = typeof v === "string" ? v : JSON.stringify(v);
+  return s === undefined ? "undefined" : s.length > n ? s.slice(0, n) + "…" : s;
+};
+
+/** Polls fn until it returns a truthy value; fails naming `what` and the last state. */
+export async function waitFor(what, fn, { timeoutMs = 20000, intervalMs = 50, describe } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      lastErr = e;
+    }
+    if (Date.now() >= deadline) {
+      const state = describe ? `\n  state: ${short(await describe())}` : "";
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${lastErr.message})` : ""}${state}`);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+const terminal = ["succeeded", "failed", "cancelled"];
+
+/** GET /runs/{id} until the run is terminal; returns it. */
+export async function runEnded(runId, { c = client, timeoutMs = 20000 } = {}) {
+  let last;
+  return waitFor(`run ${runId} to end`, async () => {
+    last = await c.getRun(runId);
+    return terminal.includes(last.status) ? last : undefined;
+  }, { timeoutMs, intervalMs: 100, describe: () => last });
+}
+
+/** Every run of a workflow (newest first, following the cursor), optionally of one status. */
+export async function allRuns(workflow, { c = client, status } = {}) {
+  const runs = [];
+  let cursor;
+  for (let page = 0; page < 100; page++) {
+    const r = await c.listRuns({ workflow, status, cursor, limit: 1000 });
+    runs.push(...r.runs);
+    cursor = r.cursor;
+    if (!cursor || r.runs.length === 0) break;
+  }
+  return runs;
+}
+
+/** The runs of a workflow (newest first), once there are at least n (of status, when given). */
+export async function runsOf(workflow, n, { c = client, status, timeoutMs = 20000 } = {}) {
+  let last;
+  return waitFor(`${n} runs of ${workflow}${status ? ` ${status}` : ""}`, async () => {
+    last = await allRuns(workflow, { c, status });
+    return last.length >= n ? last : undefined;
+  }, { timeoutMs, intervalMs: 200, describe: () => `${last?.length} runs: ${short(last?.slice(0, 3))}` });
+}
+
+/** A step's recorded output, parsed when it is JSON. */
+export function out(run, stepName) {
+  const s = run.steps.find((x) => x.name === stepName);
+  if (!s) throw new Error(`run ${run.runId} has no step ${stepName}: ${short(run.steps.map((x) => x.name))}`);
+  if (typeof s.out !== "string") return s.out;
+  try {
+    return JSON.parse(s.out);
+  } catch {
+    return s.out;
+  }
+}
+
+/**
+ * Starts a node:http server on 127.0.0.1 and serves the app's workflows under
+ * /api/<app> with the package's Node adapter (or the listener `mount` returns); the
+ * server is closed when the test ends. Returns the Served object and the server's base URL.
+ */
+export async function host(t, { app, workflows, env: e = env, mount, registerOnStart = false, ...rest }) {
+  let listener = (_req, res) => res.writeHead(503).end();
+  const server = http.createServer((req, res) => listener(req, res));
+  server.keepAliveTimeout = 2000;
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const base = `http://127.0.0.1:${server.address().port}`;
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(() => r()));
+  });
+  const served = serve({ app, workflows, baseUrl: `${base}/api/${app}`, env: e, registerOnStart, ...rest });
+  listener = mount ? mount(served) : served.node;
+  if (!registerOnStart) await served.registerApp();
+  else await served.ready;
+  return { served, base };
+}
+
+/** Tracks how many calls are inside fn at once, per key. */
+export class Gauge {
+  constructor() {
+    this.now = new Map();
+    this.max = new Map();
+    this.total = 0;
+  }
+  async around(key, fn) {
+    const n = (this.now.get(key) ?? 0) + 1;
+    this.now.set(key, n);
+    this.max.set(key, Math.max(this.max.get(key) ?? 0, n));
+    this.total++;
+    try {
+      return await fn();
+    } finally {
+      this.now.set(key, this.now.get(key) - 1);
+    }
+  }
+}
