@@ -35,6 +35,7 @@ export interface CallResult<T = unknown> {
 export interface CallOptions {
   url: string;
   method?: "GET" | "POST" | "PUT" | "DELETE" | "PATCH" | "HEAD" | "OPTIONS";
+  /** A string is sent as it is; anything else as JSON (with content-type application/json unless given). */
   body?: unknown;
   headers?: Record<string, string>;
   retries?: number;
@@ -190,8 +191,9 @@ export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: stri
       c.call(name, {
         url: opts.url,
         method: opts.method ?? "GET",
-        body: opts.body,
-        headers: opts.headers,
+        // A non-string body is sent as JSON.
+        body: opts.body === undefined || typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body),
+        headers: opts.body === undefined || typeof opts.body === "string" ? opts.headers : { "content-type": "application/json", ...opts.headers },
         retries: opts.retries,
         timeout: opts.timeout,
       } as never) as Promise<never>,
