@@ -45,10 +45,11 @@ func TestSDKJS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sdkjsTimeout)
 	defer cancel()
-	// Build dist/ (the tests import the built package) and type-check the type tests
-	// (test/types: every @ts-expect-error must be an error) and the examples.
+	// Build dist/ (the tests import the built package), type-check the type tests
+	// (test/types: every @ts-expect-error must be an error) and compile the examples
+	// (.build/examples, run by test/examples.test.mjs).
 	tsc := filepath.Join(dir, "node_modules", "typescript", "bin", "tsc")
-	for _, project := range []string{"tsconfig.json", "tsconfig.test.json"} {
+	for _, project := range []string{"tsconfig.json", "tsconfig.test.json", "tsconfig.examples.json"} {
 		cmd := exec.CommandContext(ctx, node, tsc, "-p", project)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
