@@ -96,7 +96,7 @@ export function serve(opts: ServeOptions): Served {
       disableTelemetry: true,
       failureFunction: wf.onFailure
         ? async ({ context, failStatus, failResponse }) => {
-            const { event, events } = eventsOf(context.requestPayload, context.workflowRunId, context.workflowRunCreatedAt);
+            const { event, events } = eventsOf(context.requestPayload, context.workflowRunCreatedAt);
             await wf.onFailure!({
               event,
               events,
@@ -111,9 +111,16 @@ export function serve(opts: ServeOptions): Served {
     routes.set(`${basePath}/${wf.name}`, handler);
   }
 
+  const routeOf = (pathname: string) => {
+    const path = pathname.replace(/\/+$/, "");
+    try {
+      return { path, route: routes.get(decodeURIComponent(path)) };
+    } catch {
+      return { path, route: undefined }; // a malformed %-escape names no workflow
+    }
+  };
   const fetchHandler: FetchHandler = async (req) => {
-    const path = new URL(req.url).pathname.replace(/\/+$/, "");
-    const route = routes.get(decodeURIComponent(path));
+    const { path, route } = routeOf(new URL(req.url).pathname);
     if (!route) return json(404, { error: `no workflow of app ${opts.app} at ${path}` });
     if (req.method !== "POST") return json(405, { error: `${req.method} ${path}: workflow routes take POST` });
     return route(req);
@@ -131,7 +138,10 @@ export function serve(opts: ServeOptions): Served {
     fetch: fetchHandler,
     node: (req, res) => void toNode(fetchHandler, base, req, res, req.url ?? "/"),
     express: () => (req, res, next) => {
-      toNode(fetchHandler, base, req, res, req.originalUrl ?? req.url ?? "/").catch(next);
+      const url = req.originalUrl ?? req.url ?? "/";
+      // Not a workflow route: the rest of the Express app answers it.
+      if (!routeOf(new URL(url, base.origin).pathname).route) return next();
+      toNode(fetchHandler, base, req, res, url).catch(next);
     },
     registerApp,
     ready: registration,
@@ -154,8 +164,8 @@ function json(status: number, v: unknown): Response {
   return new Response(JSON.stringify(v), { status, headers: { "content-type": "application/json" } });
 }
 
-/** Bodies of deliveries are bounded (the server's own limit is far below this). */
-const maxBody = 16 << 20;
+/** A delivery carries the run's whole history, so the bound is generous (as the Go SDK's). */
+const maxBody = 32 << 20;
 
 async function toNode(h: FetchHandler, base: URL, req: ExpressLikeRequest, res: ServerResponse, path: string): Promise<void> {
   try {

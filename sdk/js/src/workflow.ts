@@ -165,19 +165,18 @@ function isNativePayload(p: unknown): p is NativePayload {
 }
 
 /** The event(s) of a run: a native run's payload, or (invoked or triggered) its body as the data of an unnamed event. */
-export function eventsOf(payload: unknown, runId: string, createdAt: number): { event: ReceivedEvent; events: ReceivedEvent[] } {
+export function eventsOf(payload: unknown, createdAt: number): { event: ReceivedEvent; events: ReceivedEvent[] } {
   if (isNativePayload(payload)) {
     const { events, ...first } = payload;
     return { event: first, events };
   }
   const event = { id: "", name: "", data: payload, ts: createdAt || Date.now() };
-  void runId;
   return { event, events: [event] };
 }
 
 /** Builds ctx for one delivery from the @upstash/workflow context. */
 export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: string, siblingURL: (name: string) => string): Context {
-  const { event, events } = eventsOf(c.requestPayload, c.workflowRunId, c.workflowRunCreatedAt);
+  const { event, events } = eventsOf(c.requestPayload, c.workflowRunCreatedAt);
   const step: Steps = {
     run: (name, fn) => c.run(name, fn) as Promise<never>,
     sleep: (name, d) => c.sleep(name, d),

@@ -94,6 +94,7 @@ test("serve: the Express adapter runs a workflow mounted under a path", { timeou
       const app = express();
       app.use(`/api/express-${k}`, s.express());
       app.use(express.json()); // after the workflow routes: they need the raw body
+      app.post(`/api/express-${k}/other`, (req, res) => res.json({ other: req.body }));
       return app;
     },
   });
@@ -102,6 +103,8 @@ test("serve: the Express adapter runs a workflow mounted under a path", { timeou
   assert.equal(run.status, "succeeded", short(run));
   assert.deepEqual(out(run, "echo").data, { via: "express" });
   assert.ok(served.urlOf(wf).endsWith(`/api/express-${k}/x.${k}`));
+  const other = await fetch(served.urlOf(wf).replace(/[^/]+$/, "other"), { method: "POST", headers: { "content-type": "application/json" }, body: '{"a":1}' });
+  assert.deepEqual(await other.json(), { other: { a: 1 } }, "a path that is no workflow goes on to the rest of the Express app");
 });
 
 test("serve: the Fetch handler answers a Request directly", { timeout: 30000 }, async () => {
