@@ -85,9 +85,14 @@ export function serve(opts: ServeOptions): Served {
   const receiver = current && next ? new Receiver({ currentSigningKey: current, nextSigningKey: next }) : undefined;
   const qstashClient = new QStashClient({ baseUrl: client.url, token: client.token ?? "" });
 
+  // A workflow() given to ctx.step.invoke must be one of these (any other by its URL).
+  const siblingURL = (name: string) => {
+    if (!seen.has(name)) throw new Error(`duraton: invoke: workflow ${name} is not served by this serve() (app ${opts.app}): pass its URL`);
+    return urlOf(name);
+  };
   const routes = new Map<string, FetchHandler>();
   for (const wf of opts.workflows) {
-    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, urlOf)), {
+    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL)), {
       url: urlOf(wf),
       qstashClient,
       receiver,

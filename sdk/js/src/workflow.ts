@@ -2,7 +2,7 @@
 // handler runs on @upstash/workflow's context. Each ctx.step.* is one call of that
 // context, so the step protocol is @upstash/workflow's own.
 
-import type { WorkflowContext } from "@upstash/workflow";
+import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 import type { Controls } from "./controls.js";
 import { BudgetError, budgetErrorFrom, WorkflowFailure } from "./errors.js";
 
@@ -239,7 +239,17 @@ function processEnvKey(k: string): string | undefined {
  */
 async function invoke(c: WorkflowContext<unknown>, name: string, opts: InvokeOptions, siblingURL: (name: string) => string) {
   const settings = { body: opts.body, headers: opts.headers, retries: opts.retries };
-  const target = typeof opts.workflow === "string" ? opts.workflow : siblingURL(opts.workflow.name);
+  let target: string;
+  try {
+    target = typeof opts.workflow === "string" ? opts.workflow : siblingURL(opts.workflow.name);
+  } catch (err) {
+    // Failed as a step, so that @upstash/workflow fails the run and calls its failure
+    // function (an error thrown before any step reads as an unauthenticated request).
+    const msg = err instanceof Error ? err.message : String(err);
+    return c.run(name, () => {
+      throw new WorkflowNonRetryableError(msg);
+    });
+  }
   const parentURL = c.url;
   const lastSegment = /[^/]+$/.exec(target)?.[0];
   if (target.replace(/[^/]+$/, "") === parentURL.replace(/[^/]+$/, "") && lastSegment) {
@@ -254,6 +264,9 @@ async function invoke(c: WorkflowContext<unknown>, name: string, opts: InvokeOpt
     addStep: {
       value: (s: Step) => {
         const { getHeaders, submitStep } = s;
+        if (typeof getHeaders !== "function" || typeof submitStep !== "function") {
+          throw new Error(`duraton: invoke ${name}: invoking by URL needs the invoke step of @upstash/workflow 1.3.3`);
+        }
         s.getHeaders = (a) => getHeaders.call(s, { ...a, context: at(a.context) });
         s.submitStep = (a) => submitStep.call(s, { ...a, context: at(a.context) });
         return (c as unknown as { addStep(s: Step): unknown }).addStep(s);

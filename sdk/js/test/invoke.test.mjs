@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { workflow, runFor } from "../dist/index.js";
-import { client, host, runEnded, runsOf, out, tag, short } from "./lib.mjs";
+import { client, host, runEnded, runsOf, out, waitFor, tag, short } from "./lib.mjs";
 
 const goBase = () => {
   const v = process.env.GO_WORKFLOWS;
@@ -63,4 +63,23 @@ test("invoke: a Go native workflow invokes a TypeScript workflow", { timeout: 60
   assert.deepEqual(out(run, "child-result"), { child: { squared: 81, lang: "ts" }, failed: false, event: `go.start.${k}` });
   assert.deepEqual(seen[0], { n: 9 }, "the TypeScript child sees the invoke body as ctx.event.data");
   assert.equal((await runsOf(`go.parent.${k}`, 1)).length, 1);
+});
+
+test("invoke: a workflow() that this serve() does not serve is refused (its URL is unknown)", { timeout: 60000 }, async (t) => {
+  const k = tag();
+  const elsewhere = workflow({ name: `elsewhere.${k}`, handler: async (ctx) => ctx.step.run("x", () => 1) });
+  const failures = [];
+  const parent = workflow({
+    name: `lost.${k}`,
+    retries: 0,
+    handler: async (ctx) => ctx.step.invoke("child", { workflow: elsewhere, body: {} }),
+    onFailure: (f) => {
+      failures.push(f);
+    },
+  });
+  await host(t, { app: `lost-${k}`, workflows: [parent] });
+  const r = runFor(await client.sendEvent({ name: `lost.${k}` }), parent);
+  assert.equal((await runEnded(r.runId)).status, "failed");
+  await waitFor("the failure handler", () => failures.length === 1);
+  assert.match(failures[0].error.body, /is not served by this serve\(\)/, failures[0].error.body);
 });
