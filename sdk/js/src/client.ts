@@ -130,6 +130,22 @@ export interface ListRuns {
   limit?: number;
 }
 
+/** GET /flow-state: debounce and batch backlogs per workflow, and the project's concurrency. */
+export interface FlowState {
+  debounce: { app: string; workflow: string; pending: number; nextFireAt: string }[];
+  batch: { app: string; workflow: string; buffered: number; oldestAt: string }[];
+  /** The project ceiling (0 = unlimited) and its deliveries in flight. */
+  concurrency: { limit: number; inUse: number };
+  [more: string]: unknown;
+}
+
+/** GET /runs/stats. */
+export interface RunStats {
+  active: number;
+  queued: number;
+  running: number;
+}
+
 /** The events of one request are at most this many (the server's limit). */
 export const maxEventsPerRequest = 1000;
 
@@ -177,10 +193,21 @@ export class Client {
   }
 
   listRuns(q: ListRuns = {}): Promise<{ runs: Run[]; cursor?: string }> {
-    const p = new URLSearchParams();
-    for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== "") p.set(k, String(v));
-    const qs = p.toString();
-    return this.request("GET", `/runs${qs ? "?" + qs : ""}`);
+    return this.request("GET", `/runs${query(q)}`);
+  }
+
+  /** The live backlogs (`app` and `workflow` narrow it; a workflow that names nothing is a 404). */
+  flowState(q: { app?: string; workflow?: string } = {}): Promise<FlowState> {
+    return this.request("GET", `/flow-state${query(q)}`);
+  }
+
+  runStats(): Promise<RunStats> {
+    return this.request("GET", "/runs/stats");
+  }
+
+  /** The registered definitions (of one app, when given), controls on `flowControl`. */
+  async listWorkflows(q: { app?: string } = {}): Promise<RegisteredWorkflow[]> {
+    return (await this.request<{ workflows: RegisteredWorkflow[] }>("GET", `/workflows${query(q)}`)).workflows;
   }
 
   cancelRun(runId: string): Promise<unknown> {
@@ -211,6 +238,13 @@ export class Client {
       throw new DuratonApiError(method, path, res.status, `answer is not JSON: ${text.slice(0, 200)}`);
     }
   }
+}
+
+function query(q: object): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== "") p.set(k, String(v));
+  const qs = p.toString();
+  return qs ? "?" + qs : "";
 }
 
 /** process.env where there is one (Node, Bun, Deno with compat), else nothing. */

@@ -30,6 +30,11 @@ test("batch: index.documents folds 100 events into one run with ctx.events; a sm
   const sentAt = Date.now();
   const results = await client.sendEvents([...main.slice(0, 50), ...other, ...main.slice(50)]);
   for (const r of results) assert.deepEqual(runFor(r, indexDocuments), { workflow: "index.documents", batched: true }, short(r));
+  // The 100 flushed at once; the other index's 3 wait in the buffer (GET /flow-state).
+  const fs = await client.flowState({ workflow: "index.documents" });
+  assert.deepEqual(fs.batch.map((b) => [b.app, b.workflow, b.buffered]), [["docs", "index.documents", 3]], short(fs));
+  const [registered] = await client.listWorkflows({ app: "docs" });
+  assert.deepEqual(registered.flowControl.batch, { maxSize: 100, timeoutMs: 5_000, key: "index" }, short(registered));
 
   const runs = await runsOf("index.documents", 2, { timeoutMs: 20000 });
   assert.equal(runs.length, 2, `one run per index: ${short(runs)}`);
