@@ -24,6 +24,18 @@ function apiMessage(body: string): string {
 
 /** The code Duraton gives an AI step refused by the run's `cap`. */
 export const BUDGET_EXCEEDED = "budget_exceeded";
+/** The code of an AI step refused because a `maxCost` cap cannot price its model. */
+export const AI_PRICE_UNKNOWN = "ai_price_unknown";
+
+const budgetCodes: readonly string[] = [BUDGET_EXCEEDED, AI_PRICE_UNKNOWN];
+
+/** Tokens and USD cost, as Duraton reports AI usage. */
+export interface AIUsage {
+  inputTokens: number;
+  outputTokens: number;
+  tokens: number;
+  cost: number;
+}
 
 /**
  * An AI step was refused because it would cross the run's `cap` (HTTP 402,
@@ -32,20 +44,34 @@ export const BUDGET_EXCEEDED = "budget_exceeded";
  */
 export class BudgetError extends WorkflowNonRetryableError {
   readonly status: number;
-  readonly code = BUDGET_EXCEEDED;
-  /** The answer's body, parsed. */
+  /** "budget_exceeded", or "ai_price_unknown" (a maxCost cap and a model without a price). */
+  readonly code: string;
+  /** The run's spend when the step was stopped, and what the call could have added. */
+  readonly spent?: AIUsage;
+  readonly projected?: AIUsage;
+  /** The cap in force. */
+  readonly cap?: { maxCost?: number; maxTokens?: number };
+  /** The answer's body, parsed (empty when only its message was known). */
   readonly details: Record<string, unknown>;
   constructor(message: string, status = 402, details: Record<string, unknown> = {}) {
     super(message);
     this.name = "BudgetError";
     this.status = status;
     this.details = details;
+    this.code = typeof details.code === "string" && budgetCodes.includes(details.code) ? details.code : (budgetCodes.find((c) => message.startsWith(c)) ?? BUDGET_EXCEEDED);
+    if (isObject(details.spent)) this.spent = details.spent as unknown as AIUsage;
+    if (isObject(details.projected)) this.projected = details.projected as unknown as AIUsage;
+    if (isObject(details.cap)) this.cap = details.cap as BudgetError["cap"];
   }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** Reports whether v is a BudgetError (also across copies of this package). */
 export function isBudgetError(v: unknown): v is BudgetError {
-  return v instanceof BudgetError || (typeof v === "object" && v !== null && (v as { name?: unknown }).name === "BudgetError" && (v as { code?: unknown }).code === BUDGET_EXCEEDED);
+  return v instanceof BudgetError || (isObject(v) && v.name === "BudgetError" && typeof v.code === "string" && budgetCodes.includes(v.code));
 }
 
 /**
@@ -58,14 +84,25 @@ export function budgetErrorFrom(status: number, body: unknown): BudgetError | un
   if (status !== 402) return undefined;
   const obj = parseObject(body);
   if (!obj) return undefined;
-  const nested = typeof obj.error === "object" && obj.error !== null ? (obj.error as Record<string, unknown>) : undefined;
-  if (obj.code !== BUDGET_EXCEEDED && nested?.code !== BUDGET_EXCEEDED) return undefined;
+  const nested = isObject(obj.error) ? obj.error : undefined;
+  const code = budgetCodes.find((c) => obj.code === c || nested?.code === c);
+  if (!code) return undefined;
   const msg = typeof obj.error === "string" ? obj.error : typeof obj.message === "string" ? obj.message : typeof nested?.message === "string" ? nested.message : "AI budget exceeded";
-  return new BudgetError(msg, status, obj);
+  return new BudgetError(msg, status, nested && obj.code === undefined ? { ...nested, code } : obj);
+}
+
+/**
+ * budgetErrorFromMessage reads a budget stop from the failure message alone (what
+ * @upstash/workflow passes its failure function): status 402 and a message that starts
+ * with the code, "budget_exceeded: ...".
+ */
+export function budgetErrorFromMessage(status: number, message: string): BudgetError | undefined {
+  if (status !== 402 || !budgetCodes.some((c) => message.startsWith(c + ":") || message === c)) return undefined;
+  return new BudgetError(message, status);
 }
 
 function parseObject(body: unknown, depth = 0): Record<string, unknown> | undefined {
-  if (typeof body === "object" && body !== null && !Array.isArray(body)) return body as Record<string, unknown>;
+  if (isObject(body)) return body;
   if (typeof body !== "string" || depth > 2) return undefined;
   try {
     return parseObject(JSON.parse(body), depth + 1);

@@ -37,4 +37,5 @@ export type {
 } from "./client.js";
 export type * from "./controls.js";
 export { controlNames } from "./controls.js";
-export { BudgetError, isBudgetError, DuratonApiError, WorkflowFailure, BUDGET_EXCEEDED } from "./errors.js";
+export { BudgetError, isBudgetError, budgetErrorFrom, DuratonApiError, WorkflowFailure, BUDGET_EXCEEDED, AI_PRICE_UNKNOWN } from "./errors.js";
+export type { AIUsage } from "./errors.js";

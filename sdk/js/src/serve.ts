@@ -91,6 +91,30 @@ export function serve(opts: ServeOptions): Served {
     return urlOf(name);
   };
   const routes = new Map<string, FetchHandler>();
+  // @upstash/workflow hands its failure function only the `message` of the failed answer;
+  // the whole answer (a budget stop's code, spend and cap) is kept here per run while the
+  // failure callback is handled.
+  const failureBodies = new Map<string, string>();
+  const keepFailureBody =
+    (h: FetchHandler): FetchHandler =>
+    async (req) => {
+      if (req.headers.get("upstash-workflow-is-failure") !== "true" && !req.headers.get("upstash-workflow-failure-callback")) return h(req);
+      let runId: string | undefined;
+      try {
+        const p = JSON.parse(await req.clone().text()) as { workflowRunId?: unknown; body?: unknown };
+        if (typeof p.workflowRunId === "string" && typeof p.body === "string") {
+          runId = p.workflowRunId;
+          failureBodies.set(runId, decodeBase64(p.body));
+        }
+      } catch {
+        /* not the failure payload: @upstash/workflow answers it */
+      }
+      try {
+        return await h(req);
+      } finally {
+        if (runId) failureBodies.delete(runId);
+      }
+    };
   for (const wf of opts.workflows) {
     const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL)), {
       url: urlOf(wf),
@@ -101,6 +125,7 @@ export function serve(opts: ServeOptions): Served {
       disableTelemetry: true,
       failureFunction: wf.onFailure
         ? async ({ context, failStatus, failResponse }) => {
+            const raw = failureBodies.get(context.workflowRunId);
             const { event, events } = eventsOf(context.requestPayload, context.workflowRunCreatedAt);
             await wf.onFailure!({
               event,
@@ -108,12 +133,12 @@ export function serve(opts: ServeOptions): Served {
               runId: context.workflowRunId,
               workflow: context.headers.get("duraton-workflow") ?? wf.name,
               app: context.headers.get("duraton-app") ?? opts.app,
-              error: failureError(failStatus, failResponse),
+              error: failureError(failStatus, failResponse, raw),
             });
           }
         : undefined,
     });
-    routes.set(`${basePath}/${wf.name}`, handler);
+    routes.set(`${basePath}/${wf.name}`, wf.onFailure ? keepFailureBody(handler) : handler);
   }
 
   const routeOf = (pathname: string) => {
@@ -228,4 +253,8 @@ function headersObject(h: Headers): Record<string, string> {
     out[k] = v;
   });
   return out;
+}
+
+function decodeBase64(b64: string): string {
+  return new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
 }

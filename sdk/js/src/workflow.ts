@@ -4,7 +4,7 @@
 
 import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 import type { Controls } from "./controls.js";
-import { BudgetError, budgetErrorFrom, WorkflowFailure } from "./errors.js";
+import { BudgetError, budgetErrorFrom, budgetErrorFromMessage, WorkflowFailure } from "./errors.js";
 
 /** One event as the run received it. */
 export interface ReceivedEvent<TData = any> {
@@ -282,7 +282,11 @@ const noRoute = async () => {
   throw new Error("duraton: an invoked workflow runs at its own URL");
 };
 
-/** Maps a failure callback's answer to the error a failure handler receives. */
-export function failureError(status: number, body: string): BudgetError | WorkflowFailure {
-  return budgetErrorFrom(status, body) ?? new WorkflowFailure(status, body);
+/**
+ * Maps a failed run's last answer to the error a failure handler receives: message is
+ * what @upstash/workflow passes (the answer's `message`), raw the whole answer when the
+ * failure callback carried it.
+ */
+export function failureError(status: number, message: string, raw?: string): BudgetError | WorkflowFailure {
+  return budgetErrorFrom(status, raw) ?? budgetErrorFrom(status, message) ?? budgetErrorFromMessage(status, message) ?? new WorkflowFailure(status, message);
 }
