@@ -46,8 +46,9 @@ export interface ExpressLikeRequest extends IncomingMessage {
 export type ExpressLikeResponse = ServerResponse;
 export type ExpressMiddleware = (req: ExpressLikeRequest, res: ExpressLikeResponse, next: (err?: unknown) => void) => void;
 
-export interface Served {
-  /** The Fetch-API handler for every workflow route (404 for any other path). */
+/** What serve() returns: the Fetch-API handler itself, with its adapters and the app's registration. */
+export interface Served extends FetchHandler {
+  /** The same Fetch-API handler: every workflow route (404 for any other path). */
   fetch: FetchHandler;
   /** A node:http request listener. */
   node: (req: IncomingMessage, res: ServerResponse) => void;
@@ -164,7 +165,7 @@ export function serve(opts: ServeOptions): Served {
     registration.catch(report);
   }
 
-  return {
+  const parts: Omit<Served, keyof FetchHandler> = {
     fetch: fetchHandler,
     node: (req, res) => void toNode(fetchHandler, base, req, res, req.url ?? "/"),
     express: () => (req, res, next) => {
@@ -178,6 +179,7 @@ export function serve(opts: ServeOptions): Served {
     definitions,
     urlOf,
   };
+  return Object.assign((req: Request) => fetchHandler(req), parts);
 }
 
 /** The wire definition of a workflow served at url: only the fields native-api.md lists. */

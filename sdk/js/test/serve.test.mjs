@@ -112,6 +112,7 @@ test("serve: the Fetch handler answers a Request directly", { timeout: 30000 }, 
   const wf = echo(`f.${k}`, `fev.${k}`);
   const s = serve({ app: `fetch-${k}`, workflows: [wf], baseUrl: "https://example.test/base/", env, registerOnStart: false });
   assert.equal(s.urlOf(wf), `https://example.test/base/f.${k}`);
+  assert.equal((await s(new Request("https://example.test/base/other", { method: "POST" }))).status, 404, "serve() returns the Fetch handler itself");
   assert.equal((await s.fetch(new Request("https://example.test/base/other", { method: "POST" }))).status, 404);
   assert.equal((await s.fetch(new Request(`https://example.test/base/f.${k}`, { method: "GET" }))).status, 405);
   const res = await s.fetch(new Request(`https://example.test/base/f.${k}`, { method: "POST", body: "{}" }));
