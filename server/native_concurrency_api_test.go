@@ -242,3 +242,34 @@ func waitSteps(t *testing.T, rec *concurrencySteps, n int) {
 		}
 	}
 }
+
+// Throttle gates run starts only: a started run's later steps are not paced, while the
+// next run's start waits for the throttle (1 per minute here, so it cannot start within
+// the test).
+func TestNativeThrottleGatesStartsOnly(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	app := newSDKApp(t, env)
+	rec := &concurrencySteps{added: make(chan struct{}, 16)}
+	url := app.mount("/paced", func(c *sdk.Context) (any, error) {
+		ev, _ := c.Event()
+		var data struct{ N string }
+		if err := ev.Decode(&data); err != nil {
+			return nil, err
+		}
+		for _, step := range []string{"a", "b", "c"} {
+			if _, err := sdk.Run(c, step, func() (bool, error) { rec.add(data.N + ":" + step); return true, nil }); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "paced", "url": %q, "triggers": [{"event": "e"}],
+		"throttle": {"limit": 1, "perMs": 60000}}]}`, url))
+	res := env.sendEvents(t, `[{"name": "e", "data": {"n": "r1"}}, {"name": "e", "data": {"n": "r2"}}]`)
+	waitSteps(t, rec, 3)
+	run := env.nativeRun(t, res[1].Runs[0].RunID)
+	require.Equal(t, "queued", run.Status)
+	require.Contains(t, run.Waiting.Reason, "throttled")
+	require.Equal(t, []string{"r1:a", "r1:b", "r1:c"}, rec.all(), "r1's steps ran unpaced; r2 waits for its start")
+}
