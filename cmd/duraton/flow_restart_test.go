@@ -180,9 +180,9 @@ func TestFlowControlSurvivesSIGKILL(t *testing.T) {
 		t.Skip("e2e: starts, kills and restarts the duraton binary")
 	}
 	const (
-		total     = 12
-		rate      = 3
-		period    = 4 * time.Second
+		total  = 12
+		rate   = 3
+		period = 4 * time.Second
 		// The endpoint sees a start a little after duraton makes it: on a loaded 2-core CI
 		// machine (the race detector, other test processes) a request has been seen to
 		// arrive 111 ms late. A forgotten window would show a start within ~1 s of the
