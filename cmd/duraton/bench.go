@@ -32,6 +32,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "events" {
 		return runBenchEvents(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "_server" { // hidden: a benchmark's server child
+		return runBenchServerChild(args[1:], os.Stdin, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "_wf-endpoint" { // hidden: a benchmark's endpoint child
+		return runBenchWorkflowEndpointChild(args[1:], os.Stdin, stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "chaos" {
 		return runBenchChaos(ctx, args[1:], stdout, stderr)
 	}
@@ -44,11 +50,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n := fs.Int("messages", 20000, "messages to publish")
 	c := fs.Int("concurrency", 64, "concurrent publishing clients")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (with --server=external: of the server process only)")
+	serverMode := fs.String("server", "inprocess", "inprocess: everything in one process; external: the server in a child process, with its CPU per message")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
-	stop, err := startCPUProfile(*cpuProfile)
+	if *serverMode != "inprocess" && *serverMode != "external" {
+		return fmt.Errorf("--server is inprocess or external, not %q", *serverMode)
+	}
+	external := *serverMode == "external"
+	profile := *cpuProfile
+	if external {
+		profile = "" // the child profiles itself
+	}
+	stop, err := startCPUProfile(profile)
 	if err != nil {
 		return err
 	}
@@ -56,7 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 1 || *c < 1 || *c > 10_000 {
 		return errors.New("--messages must be ≥ 1 and --concurrency between 1 and 10000")
 	}
-	res, err := benchPublish(ctx, *n, *c, progressWriter(stderr, *jsonOnly))
+	res, err := benchPublish(ctx, *n, *c, publishServer{external: external, cpuProfile: *cpuProfile}, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err
 	}
@@ -74,17 +89,47 @@ type benchResult struct {
 	Duplicates      int64   `json:"duplicates"`
 	OpsPerCommit    float64 `json:"ops_per_commit"`
 	CommitMeanUs    float64 `json:"commit_mean_us"`
+	// With --server=external only: the server process's CPU time (getrusage) from the
+	// first publish to the last delivery, per message.
+	Server                string  `json:"server"`
+	ServerCPUUsPerMessage float64 `json:"server_cpu_us_per_message,omitempty"`
+}
+
+// publishServer says where `bench publish`'s server runs.
+type publishServer struct {
+	external   bool   // in a `bench _server` child process
+	cpuProfile string // the child's CPU profile, when external
 }
 
 // benchPublish runs a server on a fresh temporary store and a no-op endpoint, both on
 // loopback, publishes n messages from c clients and waits until every one was delivered.
 // Latency is publish start → delivery received, read from a timestamp in the body.
-func benchPublish(ctx context.Context, n, c int, progress func(done, total int)) (benchResult, error) {
-	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: 256}})
-	if err != nil {
-		return benchResult{}, err
+func benchPublish(ctx context.Context, n, c int, where publishServer, progress func(done, total int)) (benchResult, error) {
+	var serverURL string
+	var stats func() (childStats, error)
+	if where.external {
+		args := []string{"_server", "--max-in-flight", "256"}
+		if where.cpuProfile != "" {
+			args = append(args, "--cpuprofile", where.cpuProfile)
+		}
+		child, err := startBenchChild(ctx, nil, nil, args...)
+		if err != nil {
+			return benchResult{}, err
+		}
+		defer child.close()
+		serverURL, stats = child.URL, child.Stats
+	} else {
+		srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: 256}})
+		if err != nil {
+			return benchResult{}, err
+		}
+		defer srv.Close()
+		serverURL = srv.URL
+		stats = func() (childStats, error) {
+			st := srv.StoreStats()
+			return childStats{Ops: int64(st.Ops), Commits: int64(st.Commits), CommitUs: st.CommitTime.Microseconds()}, nil
+		}
 	}
-	defer srv.Close()
 
 	// The endpoint: records each message's latency once.
 	latencies := make([]time.Duration, n)
@@ -118,7 +163,7 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 	defer endpoint.Close()
 
 	token := servertest.Token
-	publishURL := srv.URL + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
+	publishURL := serverURL + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
 	stopProgress := make(chan struct{})
 	go func() {
@@ -133,6 +178,10 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 			}
 		}
 	}()
+	st0, err := stats()
+	if err != nil {
+		return benchResult{}, err
+	}
 	start := time.Now()
 	publishErr := closedLoop(ctx, n, c, func(i int) error {
 		body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -167,20 +216,30 @@ func benchPublish(ctx context.Context, n, c int, progress func(done, total int))
 	close(stopProgress)
 	progress(n, n)
 
-	st := srv.StoreStats()
+	st, err := stats()
+	if err != nil {
+		return benchResult{}, err
+	}
 	slices.Sort(latencies)
 	pct := func(p float64) float64 {
 		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
 	}
-	return benchResult{
+	commits := max(st.Commits-st0.Commits, 1)
+	res := benchResult{
+		Server:   "inprocess",
 		Messages: n, Concurrency: c,
 		PublishPerSec:   round1(float64(n) / publishDur.Seconds()),
 		DeliveredPerSec: round1(float64(n) / deliverDur.Seconds()),
 		LatencyP50Ms:    pct(0.50), LatencyP99Ms: pct(0.99),
 		Duplicates:   dups.Load(),
-		OpsPerCommit: round1(float64(st.Ops) / float64(st.Commits)),
-		CommitMeanUs: round1(float64(st.CommitTime.Microseconds()) / float64(st.Commits)),
-	}, nil
+		OpsPerCommit: round1(float64(st.Ops-st0.Ops) / float64(commits)),
+		CommitMeanUs: round1(float64(st.CommitUs-st0.CommitUs) / float64(commits)),
+	}
+	if where.external {
+		res.Server = "external"
+		res.ServerCPUUsPerMessage = round1(float64(st.CPUUs-st0.CPUUs) / float64(n))
+	}
+	return res, nil
 }
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }

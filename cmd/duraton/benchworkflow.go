@@ -32,6 +32,11 @@ type benchWorkflowResult struct {
 	DuplicateRounds int64   `json:"duplicate_deliveries"`
 	OpsPerCommit    float64 `json:"ops_per_commit"`
 	CommitMeanUs    float64 `json:"commit_mean_us"`
+	// With --endpoint=external only: CPU time (getrusage) of the server's and the
+	// endpoint's process over the measured interval, per step completed.
+	Endpoint             string  `json:"endpoint"`
+	ServerCPUUsPerStep   float64 `json:"server_cpu_us_per_step,omitempty"`
+	EndpointCPUUsPerStep float64 `json:"endpoint_cpu_us_per_step,omitempty"`
 }
 
 func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,19 +46,32 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	steps := fs.Int("steps", 3, "noop steps per run")
 	conc := fs.Int("concurrency", 64, "runs in flight at once")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (with --endpoint=external: of the server process only)")
+	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	if *runs < 1 || *steps < 1 || *steps > 100 || *conc < 1 || *conc > 10_000 {
 		return errors.New("want --runs ≥ 1, --steps 1..100, --concurrency 1..10000")
 	}
+	progress := progressWriter(stderr, *jsonOnly)
+	switch *endpoint {
+	case "external":
+		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, *cpuProfile, progress)
+		if err != nil {
+			return err
+		}
+		return printJSONLine(stdout, res)
+	case "inprocess":
+	default:
+		return fmt.Errorf("--endpoint is inprocess or external, not %q", *endpoint)
+	}
 	stop, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	res, err := benchWorkflow(ctx, *runs, *steps, *conc, progressWriter(stderr, *jsonOnly))
+	res, err := benchWorkflow(ctx, *runs, *steps, *conc, progress)
 	if err != nil {
 		return err
 	}
@@ -168,6 +186,7 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return benchWorkflowResult{
+		Endpoint:     "inprocess",
 		OpsPerCommit: round1(float64(st.Ops) / float64(max(st.Commits, 1))),
 		CommitMeanUs: round1(float64(st.CommitTime.Microseconds()) / float64(max(st.Commits, 1))),
 		Runs:         runs, Steps: steps, Concurrency: conc,

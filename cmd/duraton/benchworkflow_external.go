@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duraton/duraton/sdk"
+)
+
+// benchWorkflowExternal is `bench workflow --endpoint=external`: the server (`bench
+// _server`) and the Go SDK endpoint (`bench _wf-endpoint`) run in two child processes and
+// this process only triggers runs and waits for their "done" lines, so each side's CPU
+// time (its own getrusage, sampled before and after the measured interval) is its alone.
+func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
+	serverArgs := []string{"_server", "--max-in-flight", "512"}
+	if cpuProfile != "" {
+		serverArgs = append(serverArgs, "--cpuprofile", cpuProfile)
+	}
+	server, err := startBenchChild(ctx, nil, nil, serverArgs...)
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	defer server.close()
+	env := devEnv(server.URL)
+
+	var mu sync.Mutex
+	started := map[string]time.Time{}
+	done := map[string]chan struct{}{}
+	var finished []time.Duration
+	onLine := func(line string) {
+		id, ok := strings.CutPrefix(line, "done ")
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ch, ok := done[id]; ok {
+			finished = append(finished, time.Since(started[id]))
+			close(ch)
+			delete(done, id)
+		}
+	}
+	endpoint, err := startBenchChild(ctx, env, onLine, "_wf-endpoint", "--steps", strconv.Itoa(steps))
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	defer endpoint.close()
+	url := endpoint.URL + "/wf"
+	client, err := sdk.NewClient(sdk.WithEnv(envFunc(env)), sdk.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}))
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+
+	srv0, err := server.Stats()
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	ep0, err := endpoint.Stats()
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	var completed atomic.Int64
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				progress(int(completed.Load()), runs)
+			}
+		}
+	}()
+	start := time.Now()
+	firstErr := closedLoop(ctx, runs, conc, func(i int) error {
+		runID := "wfr_bench_" + strconv.Itoa(i)
+		ch := make(chan struct{})
+		mu.Lock()
+		done[runID], started[runID] = ch, time.Now()
+		mu.Unlock()
+		if _, err := client.Trigger(ctx, sdk.TriggerRequest{URL: url, RunID: runID, Body: []byte(`{}`)}); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+			completed.Add(1)
+			return nil
+		case <-time.After(2 * time.Minute):
+			return fmt.Errorf("run %s did not finish within 2 minutes", runID)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	elapsed := time.Since(start)
+	close(stopProgress)
+	if firstErr != nil {
+		return benchWorkflowResult{}, firstErr
+	}
+	srv1, err := server.Stats()
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	ep1, err := endpoint.Stats()
+	if err != nil {
+		return benchWorkflowResult{}, err
+	}
+	progress(runs, runs)
+	overheads := make([]time.Duration, len(ep1.Overheads))
+	for i, o := range ep1.Overheads {
+		overheads[i] = time.Duration(o)
+	}
+	total := float64(runs * steps)
+	commits := max(srv1.Commits-srv0.Commits, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	return benchWorkflowResult{
+		Endpoint:     "external",
+		OpsPerCommit: round1(float64(srv1.Ops-srv0.Ops) / float64(commits)),
+		CommitMeanUs: round1(float64(srv1.CommitUs-srv0.CommitUs) / float64(commits)),
+		Runs:         runs, Steps: steps, Concurrency: conc,
+		StepsPerSec:          round1(total / elapsed.Seconds()),
+		RunsPerSec:           round1(float64(runs) / elapsed.Seconds()),
+		RunP50Ms:             percentileMs(finished, 0.50),
+		RunP99Ms:             percentileMs(finished, 0.99),
+		OverheadP50Ms:        percentileMs(overheads, 0.50),
+		OverheadP99Ms:        percentileMs(overheads, 0.99),
+		DuplicateRounds:      ep1.Dups,
+		ServerCPUUsPerStep:   round1(float64(srv1.CPUUs-srv0.CPUUs) / total),
+		EndpointCPUUsPerStep: round1(float64(ep1.CPUUs-ep0.CPUUs) / total),
+	}, nil
+}
