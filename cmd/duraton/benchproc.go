@@ -210,6 +210,7 @@ func startBenchChild(ctx context.Context, env []string, onLine func(string), arg
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 64<<20) // a stats line carries every step overhead
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
@@ -223,6 +224,12 @@ func startBenchChild(ctx context.Context, env []string, onLine func(string), arg
 			case onLine != nil:
 				onLine(line)
 			}
+		}
+		if err := sc.Err(); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			c.done <- fmt.Errorf("reading its output: %w", err)
+			return
 		}
 		c.done <- cmd.Wait()
 	}()
