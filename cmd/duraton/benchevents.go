@@ -43,12 +43,18 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	conc := fs.Int("concurrency", 64, "concurrent sending clients")
 	low := fs.Int("low-load", 200, "events sent one at a time (each waits for its runs' first deliveries) for the low-load latency")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	if *events < 1 || *per < 1 || *per > 1000 || *conc < 1 || *conc > 10_000 || *low < 0 {
 		return errors.New("want --events ≥ 1, --per-request 1..1000, --concurrency 1..10000, --low-load ≥ 0")
 	}
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	res, err := benchEvents(ctx, *events, *per, *conc, *low, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err

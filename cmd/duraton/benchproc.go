@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +91,7 @@ func runBenchServerChild(args []string, stdin io.Reader, stdout io.Writer, stder
 	fs.SetOutput(stderr)
 	inFlight := fs.Int("max-in-flight", 512, "engine MaxInFlight")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server process to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the server process to this file at exit")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -97,6 +100,15 @@ func runBenchServerChild(args []string, stdin io.Reader, stdout io.Writer, stder
 		return err
 	}
 	defer stop()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			if f, err := os.Create(*memProfile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: *inFlight}})
 	if err != nil {
 		return err

@@ -17,10 +17,13 @@ import (
 // _server`) and the Go SDK endpoint (`bench _wf-endpoint`) run in two child processes and
 // this process only triggers runs and waits for their "done" lines, so each side's CPU
 // time (its own getrusage, sampled before and after the measured interval) is its alone.
-func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
+func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfile, memProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
 	serverArgs := []string{"_server", "--max-in-flight", "512"}
 	if cpuProfile != "" {
 		serverArgs = append(serverArgs, "--cpuprofile", cpuProfile)
+	}
+	if memProfile != "" {
+		serverArgs = append(serverArgs, "--memprofile", memProfile)
 	}
 	server, err := startBenchChild(ctx, nil, nil, serverArgs...)
 	if err != nil {
