@@ -142,14 +142,26 @@ func (t *Tx) PutMessage(m *Message) error {
 	if err != nil {
 		return err
 	}
-	return put(b, m.ID, m)
+	data, err := encodeMessage(make([]byte, 0, messageSizeHint(m)), m)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(m.ID), data)
 }
 
 // Message reads a pending message.
 func (t *Tx) Message(project, id string) (*Message, error) {
+	b := t.bucket(project, bucketMessages)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	data := b.Get([]byte(id))
+	if data == nil {
+		return nil, ErrNotFound
+	}
 	var m Message
-	if err := get(t.bucket(project, bucketMessages), id, &m); err != nil {
-		return nil, err
+	if err := decodeMessage(data, &m); err != nil {
+		return nil, fmt.Errorf("message %s: %w", id, err)
 	}
 	return &m, nil
 }
@@ -173,7 +185,7 @@ func (t *Tx) ForEachMessage(project string, fn func(*Message) bool) error {
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		var m Message
-		if err := json.Unmarshal(v, &m); err != nil {
+		if err := decodeMessage(v, &m); err != nil {
 			return fmt.Errorf("message %s: %w", k, err)
 		}
 		if !fn(&m) {
