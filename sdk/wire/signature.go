@@ -2,12 +2,16 @@ package wire
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -97,20 +101,127 @@ func Sign(key string, c Claims) (string, error) {
 	if key == "" {
 		return "", ErrNoSigningKey
 	}
-	// Compact JSON without HTML escaping, like JSON.stringify.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(c); err != nil {
-		return "", fmt.Errorf("wire: encode claims: %w", err)
-	}
-	payload := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	signing := jwtHeader + "." + base64.RawURLEncoding.EncodeToString(payload)
-	sig, err := jwt.SigningMethodHS256.Sign(signing, []byte(key))
+	// The claims are appended by hand, in the field order and with the escaping
+	// encoding/json (without HTML escaping, like JSON.stringify) would use: one
+	// allocation for the token instead of a reflective encoder per delivery.
+	var payload [512]byte
+	p, err := appendClaims(payload[:0], &c)
 	if err != nil {
-		return "", fmt.Errorf("wire: sign: %w", err)
+		return "", err
 	}
-	return signing + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	enc := base64.RawURLEncoding
+	const sigLen = sha256.Size
+	tok := make([]byte, 0, len(jwtHeader)+2+enc.EncodedLen(len(p))+enc.EncodedLen(sigLen))
+	tok = append(tok, jwtHeader...)
+	tok = append(tok, '.')
+	tok = enc.AppendEncode(tok, p)
+	mac := macs.get(key)
+	mac.Write(tok)
+	var sum [sigLen]byte
+	tok = append(tok, '.')
+	tok = enc.AppendEncode(tok, mac.Sum(sum[:0]))
+	macs.put(key, mac)
+	return string(tok), nil
+}
+
+// macs keeps keyed HMAC-SHA256 states for reuse (hmac.New costs six allocations and
+// two hash blocks; Reset returns a state to just after the key). A project has two
+// signing keys, so the table stays small; it is emptied if it ever holds many.
+var macs = macPool{pools: map[string]*sync.Pool{}}
+
+type macPool struct {
+	mu    sync.RWMutex
+	pools map[string]*sync.Pool
+}
+
+const maxPooledKeys = 256
+
+func (p *macPool) get(key string) hash.Hash {
+	p.mu.RLock()
+	pool := p.pools[key]
+	p.mu.RUnlock()
+	if pool != nil {
+		if h, ok := pool.Get().(hash.Hash); ok {
+			return h
+		}
+	}
+	return hmac.New(sha256.New, []byte(key))
+}
+
+func (p *macPool) put(key string, h hash.Hash) {
+	h.Reset()
+	p.mu.RLock()
+	pool := p.pools[key]
+	p.mu.RUnlock()
+	if pool == nil {
+		p.mu.Lock()
+		if pool = p.pools[key]; pool == nil {
+			if len(p.pools) >= maxPooledKeys {
+				clear(p.pools)
+			}
+			pool = &sync.Pool{}
+			p.pools[key] = pool
+		}
+		p.mu.Unlock()
+	}
+	pool.Put(h)
+}
+
+// appendClaims appends c's JSON as json.Encoder with SetEscapeHTML(false) writes it
+// (without the newline).
+func appendClaims(buf []byte, c *Claims) ([]byte, error) {
+	buf = append(buf, '{')
+	first := true
+	var err error
+	for _, f := range [...]struct{ name, v string }{{"iss", c.Issuer}, {"sub", c.Subject}, {"jti", c.ID}, {"body", c.Body}} {
+		if f.v == "" {
+			continue
+		}
+		buf, first = appendFieldName(buf, f.name, first), false
+		if buf, err = appendJSONString(buf, f.v); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range [...]struct {
+		name string
+		v    int64
+	}{{"iat", c.IssuedAt}, {"nbf", c.NotBefore}, {"exp", c.ExpiresAt}} {
+		if f.v == 0 {
+			continue
+		}
+		buf, first = appendFieldName(buf, f.name, first), false
+		buf = strconv.AppendInt(buf, f.v, 10)
+	}
+	return append(buf, '}'), nil
+}
+
+func appendFieldName(buf []byte, name string, first bool) []byte {
+	if !first {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, '"')
+	buf = append(buf, name...)
+	return append(buf, '"', ':')
+}
+
+// appendJSONString appends s as a JSON string: printable ASCII other than " and \ as
+// is, anything else through encoding/json (so control characters, invalid UTF-8 and
+// U+2028/U+2029 are escaped exactly as it does).
+func appendJSONString(buf []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(s); err != nil {
+				return nil, fmt.Errorf("wire: encode claims: %w", err)
+			}
+			return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...), nil
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"'), nil
 }
 
 // Verifier checks Upstash-Signature tokens. It is stricter than the QStash JS Receiver
