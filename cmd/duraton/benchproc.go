@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -129,9 +130,19 @@ func runBenchWorkflowEndpointChild(args []string, stdin io.Reader, stdout io.Wri
 	fs := flag.NewFlagSet("bench _wf-endpoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	steps := fs.Int("steps", 3, "noop steps per run")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the endpoint process to this file")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
+	if os.Getenv("GOGC") == "" {
+		// An SDK user's process runs at Go's default, not at the server's target.
+		debug.SetGCPercent(100)
+	}
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	out := &syncWriter{w: stdout}
 	var mu sync.Mutex
 	lastStep := map[string]time.Time{}

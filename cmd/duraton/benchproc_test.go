@@ -25,7 +25,7 @@ func useBuiltBinaryForBenchChildren(t *testing.T) {
 // both processes' CPU per step is measured.
 func TestBenchWorkflowExternalSmall(t *testing.T) {
 	useBuiltBinaryForBenchChildren(t)
-	res, err := benchWorkflowExternal(context.Background(), 40, 3, 4, "", "", func(int, int) {})
+	res, err := benchWorkflowExternal(context.Background(), 40, 3, 4, "", "", "", func(int, int) {})
 	require.NoError(t, err)
 	require.Equal(t, "external", res.Endpoint)
 	require.Zero(t, res.DuplicateRounds)

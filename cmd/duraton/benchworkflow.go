@@ -48,6 +48,7 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (with --endpoint=external: of the server process only)")
 	memProfile := fs.String("memprofile", "", "with --endpoint=external: write the server process's allocation profile to this file")
+	endpointProfile := fs.String("endpoint-cpuprofile", "", "with --endpoint=external: write the endpoint process's CPU profile to this file")
 	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -58,7 +59,7 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	progress := progressWriter(stderr, *jsonOnly)
 	switch *endpoint {
 	case "external":
-		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, *cpuProfile, *memProfile, progress)
+		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, *cpuProfile, *memProfile, *endpointProfile, progress)
 		if err != nil {
 			return err
 		}

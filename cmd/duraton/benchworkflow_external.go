@@ -17,7 +17,7 @@ import (
 // _server`) and the Go SDK endpoint (`bench _wf-endpoint`) run in two child processes and
 // this process only triggers runs and waits for their "done" lines, so each side's CPU
 // time (its own getrusage, sampled before and after the measured interval) is its alone.
-func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfile, memProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
+func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfile, memProfile, endpointProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
 	serverArgs := []string{"_server", "--max-in-flight", "512"}
 	if cpuProfile != "" {
 		serverArgs = append(serverArgs, "--cpuprofile", cpuProfile)
@@ -49,7 +49,11 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfil
 			delete(done, id)
 		}
 	}
-	endpoint, err := startBenchChild(ctx, env, onLine, "_wf-endpoint", "--steps", strconv.Itoa(steps))
+	endpointArgs := []string{"_wf-endpoint", "--steps", strconv.Itoa(steps)}
+	if endpointProfile != "" {
+		endpointArgs = append(endpointArgs, "--cpuprofile", endpointProfile)
+	}
+	endpoint, err := startBenchChild(ctx, env, onLine, endpointArgs...)
 	if err != nil {
 		return benchWorkflowResult{}, err
 	}

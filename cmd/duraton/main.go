@@ -15,6 +15,7 @@ import (
 )
 
 func main() {
+	setGCTarget(os.Getenv) // gctarget.go
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
