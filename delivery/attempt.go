@@ -143,11 +143,9 @@ func (e *Engine) loadDelivery(entry storage.DueEntry) (*Message, []byte, error) 
 		}
 		body = m.Body
 		if m.HistoryLen > 0 {
-			h, err := tx.History(m.Project, m.RunID, m.HistoryLen)
-			if err != nil {
-				return err
-			}
-			body = historyBody(h)
+			var err error
+			body, err = historyBodyTx(tx, m.Project, m.RunID, m.HistoryLen) // historybody.go
+			return err
 		}
 		return nil
 	})

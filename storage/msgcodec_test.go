@@ -188,3 +188,40 @@ func TestMessageCodecAllocationBudget(t *testing.T) {
 	// value slices; JSON took 35
 	require.LessOrEqual(t, dec, 9.0, "decode allocations")
 }
+
+// TestHistoryRecordsOfBothFormatsAreRead: a JSON history entry of an earlier version and
+// a format-1 one read the same; an unknown format is refused; empty bodies read as
+// empty, not nil.
+func TestHistoryRecordsOfBothFormatsAreRead(t *testing.T) {
+	s := openTestStore(t)
+	old := HistoryEntry{MessageID: "msg_0", Body: []byte(`"init"`), CallType: CallStep, CreatedAt: 7}
+	oldJSON, err := json.Marshal(old)
+	require.NoError(t, err)
+	require.NoError(t, s.Update(func(tx *Tx) error {
+		b, err := tx.writeBucket("p", bucketRunData)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(historyKey("wfr", 0), oldJSON); err != nil {
+			return err
+		}
+		if err := tx.PutHistory("p", "wfr", 1, &HistoryEntry{MessageID: "msg_1", Body: []byte{0, 255}, CallType: CallFromCallback, CreatedAt: -3}); err != nil {
+			return err
+		}
+		if err := tx.PutHistory("p", "wfr", 2, &HistoryEntry{MessageID: "msg_2", CallType: CallStep}); err != nil {
+			return err
+		}
+		return b.Put(historyKey("future", 0), []byte{0x07, 1, 2})
+	}))
+	require.NoError(t, s.View(func(tx *Tx) error {
+		h, err := tx.History("p", "wfr", 10)
+		require.NoError(t, err)
+		require.Equal(t, []HistoryEntry{old,
+			{MessageID: "msg_1", Body: []byte{0, 255}, CallType: CallFromCallback, CreatedAt: -3},
+			{MessageID: "msg_2", Body: []byte{}, CallType: CallStep}}, h)
+		require.Equal(t, byte(histFormat1), tx.bucket("p", bucketRunData).Get(historyKey("wfr", 1))[0])
+		_, err = tx.History("p", "future", 1)
+		require.ErrorContains(t, err, "unknown format")
+		return nil
+	}))
+}

@@ -223,11 +223,7 @@ func (t *Tx) PutHistory(project, runID string, seq int, e *HistoryEntry) error {
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	return b.Put(historyKey(runID, seq), data)
+	return b.Put(historyKey(runID, seq), encodeHistory(e)) // histcodec.go
 }
 
 // History reads the first n entries of a run's history.
@@ -237,14 +233,15 @@ func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
 		return nil, ErrNotFound
 	}
 	out := make([]HistoryEntry, 0, n)
-	c := b.Cursor()
-	prefix := runDataPrefix(runID, 'h')
-	for k, v := c.Seek(prefix); k != nil && len(out) < n && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		var e HistoryEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, fmt.Errorf("history %s: %w", runID, err)
-		}
+	err := t.EachHistory(project, runID, n, func(h HistoryView) error {
+		// An empty body reads as empty, not nil (the delivery and the API show "").
+		e := HistoryEntry{MessageID: string(h.MessageID), CallType: string(h.CallType), CreatedAt: h.CreatedAt,
+			Body: append([]byte{}, h.Body...)}
 		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

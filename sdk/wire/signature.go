@@ -207,13 +207,13 @@ func appendFieldName(buf []byte, name string, first bool) []byte {
 // appendJSONString appends s as a JSON string: printable ASCII other than " and \ as
 // is, anything else through encoding/json (so control characters, invalid UTF-8 and
 // U+2028/U+2029 are escaped exactly as it does).
-func appendJSONString(buf []byte, s string) ([]byte, error) {
+func appendJSONString[S ~string | ~[]byte](buf []byte, s S) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
 			var b bytes.Buffer
 			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false)
-			if err := enc.Encode(s); err != nil {
+			if err := enc.Encode(string(s)); err != nil {
 				return nil, fmt.Errorf("wire: encode claims: %w", err)
 			}
 			return append(buf, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...), nil
