@@ -1,6 +1,9 @@
 package delivery
 
 import (
+	"net/http"
+
+	"github.com/duraton/duraton/sdk/wire"
 	"path/filepath"
 	"testing"
 
@@ -99,4 +102,13 @@ func TestHistoryBodyAllocationBudget(t *testing.T) {
 		require.LessOrEqual(t, allocs, 12.0)
 		return nil
 	}))
+}
+
+// TestSentHeaderNamesAreCanonical: send sets these names into the header map directly,
+// which is only right if they are in canonical form.
+func TestSentHeaderNamesAreCanonical(t *testing.T) {
+	for _, name := range []string{wire.HeaderSignature, wire.HeaderMessageID, wire.HeaderRetried, wire.HeaderUserAgent,
+		wire.HeaderHops, wire.HeaderFlowControlKey, wire.HeaderFlowControlValue} {
+		require.Equal(t, http.CanonicalHeaderKey(name), name)
+	}
 }

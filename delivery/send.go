@@ -50,6 +50,9 @@ type Outcome struct {
 	budget *budgetStop
 }
 
+// userAgent is the User-Agent value of every delivery, shared (never modified).
+var userAgent = []string{wire.UserAgent}
+
 // send makes one HTTP attempt for m and classifies the answer.
 func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now time.Time) Outcome {
 	key, err := e.keys.current(m.Project)
@@ -67,24 +70,29 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	if err != nil {
 		return Outcome{Verdict: Final, Fault: FaultDestination, Response: storage.Response{Error: "invalid request: " + err.Error()}}
 	}
+	// Sized once; the names set below are canonical already (TestSentHeaderNamesAreCanonical).
+	h := make(http.Header, len(m.Header)+7)
 	for name, values := range m.Header {
-		req.Header[name] = values
+		h[name] = values
 	}
 	sig, err := wire.Sign(key, wire.NewClaims(m.URL, body, now, e.ids.New("jwt_", now)))
 	if err != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultInternal, Response: storage.Response{Error: "signing failed"}}
 	}
-	req.Header.Set(wire.HeaderSignature, sig)
-	req.Header.Set(wire.HeaderMessageID, m.ID)
-	req.Header.Set(wire.HeaderRetried, strconv.Itoa(m.Retried))
-	req.Header.Set(wire.HeaderUserAgent, wire.UserAgent)
-	req.Header.Set(wire.HeaderHops, strconv.Itoa(m.Hops+1))
+	h[wire.HeaderSignature] = []string{sig}
+	h[wire.HeaderMessageID] = []string{m.ID}
+	h[wire.HeaderRetried] = []string{strconv.Itoa(m.Retried)}
+	h[wire.HeaderUserAgent] = userAgent
+	h[wire.HeaderHops] = []string{strconv.Itoa(m.Hops + 1)}
 	if fc := m.FlowControl; fc != nil {
-		req.Header.Set(wire.HeaderFlowControlKey, fc.Key)
-		req.Header.Set(wire.HeaderFlowControlValue, flowControlValue(fc))
+		h[wire.HeaderFlowControlKey] = []string{fc.Key}
+		h[wire.HeaderFlowControlValue] = []string{flowControlValue(fc)}
 	}
+	req.Header = h
 
-	resp, err := e.client.Do(req)
+	// The transport directly: http.Client would only copy the headers for redirects,
+	// which are not followed (RELIABILITY.md §3.2: a 3xx is a failed attempt).
+	resp, err := e.client.Transport.RoundTrip(req)
 	if err != nil {
 		e.logSendError(m, err) // senderr.go: the detail the tenant does not see
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Error: describeSendError(err)}}
