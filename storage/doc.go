@@ -30,6 +30,11 @@
 //	    "schedules" schedule id → Schedule (cron, message template, durable next tick)
 //	    "topics"   URL group name → Topic (its endpoints)
 //
+// Values are JSON except the hottest records: messages, runs and history entries are
+// binary, starting with a format byte (0x01; msgcodec.go, runcodec.go, histcodec.go).
+// JSON records of those kinds written by earlier versions are still read; a record of
+// an unknown format is refused with an error that says so.
+//
 // Every record of a project lives under that project's bucket, so a lookup can only see
 // its own project's data. The due index is global because the dispatcher serves every
 // project; its values name the project.

@@ -167,7 +167,11 @@ func (t *Tx) PutRun(project string, r *Run) error {
 	if err != nil {
 		return err
 	}
-	if err := put(b, r.ID, r); err != nil {
+	data, err := encodeRun(r) // runcodec.go
+	if err != nil {
+		return err
+	}
+	if err := b.Put([]byte(r.ID), data); err != nil {
 		return err
 	}
 	return t.PutRunCursor(project, r)
@@ -185,9 +189,17 @@ func (t *Tx) PutRunCursor(project string, r *Run) error {
 
 // Run reads a run.
 func (t *Tx) Run(project, id string) (*Run, error) {
+	b := t.bucket(project, bucketRuns)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	data := b.Get([]byte(id))
+	if data == nil {
+		return nil, ErrNotFound
+	}
 	var r Run
-	if err := get(t.bucket(project, bucketRuns), id, &r); err != nil {
-		return nil, err
+	if err := decodeRun(data, &r); err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
 	if b := t.bucket(project, bucketRunData); b != nil {
 		if v := b.Get(runDataPrefix(id, 'c')); len(v) == 16 {
@@ -207,7 +219,7 @@ func (t *Tx) ForEachRun(project string, fn func(*Run) bool) error {
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		var r Run
-		if err := json.Unmarshal(v, &r); err != nil {
+		if err := decodeRun(v, &r); err != nil {
 			return fmt.Errorf("run %s: %w", k, err)
 		}
 		if !fn(&r) {

@@ -1,0 +1,117 @@
+package storage
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/duraton/duraton/flowctl"
+)
+
+// Run records are read by every publish of a run's step (to bind it to the run) and
+// rewritten at the run's start and end, so like messages (msgcodec.go) they have a
+// binary record:
+//
+//	0x01 ‖ uvarint len ‖ response ‖ the strings, integers, bool, labels, header and flow
+//	control in runFields order (encoded as in message records) ‖ failure callback and
+//	parent link as optional length-prefixed JSON (rare, and nested).
+//
+// HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
+// written before are JSON and start with '{'; they are still read. Another first byte
+// is a later format, refused by name.
+const runFormat1 = 0x01
+
+func encodeRun(r *Run) ([]byte, error) {
+	buf := make([]byte, 0, 128+len(r.Response)+len(r.URL)+len(r.ID))
+	buf = append(buf, runFormat1)
+	buf = appendBytes(buf, r.Response)
+	for _, s := range [...]string{r.ID, r.URL, r.State, r.RetryDelay, r.CallerIP, r.DLQID, r.FailureMessageID, r.FailureState} {
+		buf = appendString(buf, s)
+	}
+	for _, n := range [...]int64{r.CreatedAt, r.EndedAt, int64(r.Retries), r.TimeoutMs, r.PriorityShiftMs, int64(r.InvokeDepth)} {
+		buf = binary.AppendVarint(buf, n)
+	}
+	buf = appendBool(buf, r.HasResp)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Labels)))
+	for _, l := range r.Labels {
+		buf = appendString(buf, l)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(r.Header)))
+	for k, vs := range r.Header {
+		buf = appendString(buf, k)
+		buf = binary.AppendUvarint(buf, uint64(len(vs)))
+		for _, v := range vs {
+			buf = appendString(buf, v)
+		}
+	}
+	buf = appendBool(buf, r.FlowControl != nil)
+	if fc := r.FlowControl; fc != nil {
+		buf = appendString(buf, fc.Key)
+		buf = binary.AppendVarint(buf, int64(fc.Parallelism))
+		buf = binary.AppendVarint(buf, int64(fc.Rate))
+		buf = binary.AppendVarint(buf, int64(fc.Period))
+	}
+	buf, err := appendOptionalJSON(buf, r.FailureCallback)
+	if err != nil {
+		return nil, err
+	}
+	return appendOptionalJSON(buf, r.Parent)
+}
+
+// decodeRun reads a run record of either format into r (not its cursor).
+func decodeRun(data []byte, r *Run) error {
+	if len(data) == 0 {
+		return fmt.Errorf("run record: empty")
+	}
+	switch data[0] {
+	case '{':
+		return json.Unmarshal(data, r) // written before format 1
+	case runFormat1:
+	default:
+		return fmt.Errorf("run record: unknown format 0x%02x (written by a newer Duraton?)", data[0])
+	}
+	d := decoder{b: data[1:]}
+	if resp := d.bytes(); len(resp) > 0 {
+		r.Response = append([]byte(nil), resp...)
+	}
+	d.s = string(d.b[d.pos:]) // one copy for all the strings
+	d.b, d.pos = nil, 0
+	for _, p := range [...]*string{&r.ID, &r.URL, &r.State, &r.RetryDelay, &r.CallerIP, &r.DLQID, &r.FailureMessageID, &r.FailureState} {
+		*p = d.str()
+	}
+	r.CreatedAt, r.EndedAt = d.varint(), d.varint()
+	r.Retries = int(d.varint())
+	r.TimeoutMs, r.PriorityShiftMs = d.varint(), d.varint()
+	r.InvokeDepth = int(d.varint())
+	r.HasResp = d.bool()
+	if n := d.count(); n > 0 {
+		r.Labels = make([]string, n)
+		for i := range r.Labels {
+			r.Labels[i] = d.str()
+		}
+	}
+	if n := d.count(); n > 0 {
+		r.Header = make(map[string][]string, n)
+		for range n {
+			k := d.str()
+			vs := make([]string, d.count())
+			for i := range vs {
+				vs[i] = d.str()
+			}
+			r.Header[k] = vs
+		}
+	}
+	if d.bool() {
+		r.FlowControl = &flowctl.Config{Key: d.str(), Parallelism: int(d.varint()), Rate: int(d.varint()), Period: time.Duration(d.varint())}
+	}
+	decodeOptionalJSON(&d, &r.FailureCallback)
+	decodeOptionalJSON(&d, &r.Parent)
+	if d.err == nil && d.pos != len(d.s) {
+		d.err = fmt.Errorf("trailing bytes")
+	}
+	if d.err != nil {
+		return fmt.Errorf("run record: format 1: %v", d.err)
+	}
+	return nil
+}
