@@ -48,14 +48,21 @@ func NewReceiverFromEnv() *Receiver {
 // one of the wire.ErrSignature* classes (wire.ErrNoSigningKey without keys); match it with
 // errors.Is.
 func (r *Receiver) Verify(signature string, body []byte, url string) error {
+	_, err := r.verifyClaims(signature, body, url)
+	return err
+}
+
+// verifyClaims is Verify returning the verified token's claims.
+func (r *Receiver) verifyClaims(signature string, body []byte, url string) (wire.Claims, error) {
 	if url == "" {
 		url = r.URL
 	}
 	v := wire.Verifier{CurrentKey: r.CurrentSigningKey, NextKey: r.NextSigningKey, Leeway: r.Leeway}
-	if err := v.Verify(signature, body, url, r.clock()); err != nil {
-		return fmt.Errorf("sdk: verify signature: %w", err)
+	c, err := v.VerifyClaims(signature, body, url, r.clock())
+	if err != nil {
+		return wire.Claims{}, fmt.Errorf("sdk: verify signature: %w", err)
 	}
-	return nil
+	return c, nil
 }
 
 // VerifyRequest reads req's body (up to MaxBodyBytes, else ErrBodyTooLarge), verifies its

@@ -2,8 +2,6 @@ package sdk
 
 import (
 	"container/heap"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
@@ -72,27 +70,6 @@ func (h *expHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
-}
-
-// verifiedClaims reads sub, jti and exp from a token whose signature was verified.
-func verifiedClaims(token string) (sub, jti string, exp int64, err error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return "", "", 0, errors.New("sdk: malformed signature")
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return "", "", 0, errors.New("sdk: malformed signature payload")
-	}
-	var c struct {
-		Sub string  `json:"sub"`
-		JTI string  `json:"jti"`
-		Exp float64 `json:"exp"`
-	}
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return "", "", 0, errors.New("sdk: malformed signature claims")
-	}
-	return c.Sub, c.JTI, int64(c.Exp), nil
 }
 
 // sameURL compares the URL a token was signed for with the URL a request arrived at,

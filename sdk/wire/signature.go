@@ -239,15 +239,22 @@ type Verifier struct {
 // empty url skips the subject check (the workflow serve handler does not know it). The
 // returned error wraps one of the Err* classes above.
 func (v Verifier) Verify(token string, body []byte, url string, now time.Time) error {
+	_, err := v.VerifyClaims(token, body, url, now)
+	return err
+}
+
+// VerifyClaims is Verify that also returns the verified token's claims (sub, jti, exp
+// and the others), so a caller that needs them does not parse the token again.
+func (v Verifier) VerifyClaims(token string, body []byte, url string, now time.Time) (Claims, error) {
 	if token == "" {
-		return ErrSignatureMissing
+		return Claims{}, ErrSignatureMissing
 	}
 	if len(token) > MaxTokenSize {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrSignatureTooLarge, len(token), MaxTokenSize)
+		return Claims{}, fmt.Errorf("%w: %d bytes, limit %d", ErrSignatureTooLarge, len(token), MaxTokenSize)
 	}
 	keys := v.keys()
 	if len(keys.Keys) == 0 {
-		return ErrNoSigningKey
+		return Claims{}, ErrNoSigningKey
 	}
 
 	var claims tokenClaims
@@ -267,15 +274,24 @@ func (v Verifier) Verify(token string, body []byte, url string, now time.Time) e
 		return keys, nil
 	})
 	if err != nil {
-		return classify(err)
+		return Claims{}, classify(err)
 	}
 	if url != "" && claims.Subject != url {
-		return fmt.Errorf("%w: sub %q, want %q", ErrSubjectMismatch, claims.Subject, url)
+		return Claims{}, fmt.Errorf("%w: sub %q, want %q", ErrSubjectMismatch, claims.Subject, url)
 	}
 	if strings.TrimRight(claims.Body, "=") != BodyHash(body) {
-		return fmt.Errorf("%w: %d-byte body", ErrBodyMismatch, len(body))
+		return Claims{}, fmt.Errorf("%w: %d-byte body", ErrBodyMismatch, len(body))
 	}
-	return nil
+	out := Claims{Issuer: claims.Issuer, Subject: claims.Subject, ID: claims.ID, Body: claims.Body}
+	for _, d := range [...]struct {
+		src *jwt.NumericDate
+		dst *int64
+	}{{claims.IssuedAt, &out.IssuedAt}, {claims.NotBefore, &out.NotBefore}, {claims.ExpiresAt, &out.ExpiresAt}} {
+		if d.src != nil {
+			*d.dst = d.src.Unix()
+		}
+	}
+	return out, nil
 }
 
 func (v Verifier) keys() jwt.VerificationKeySet {
