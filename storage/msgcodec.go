@@ -48,28 +48,10 @@ func encodeMessage(buf []byte, m *Message) ([]byte, error) {
 	for _, l := range m.Labels {
 		buf = appendString(buf, l)
 	}
-	buf = binary.AppendUvarint(buf, uint64(len(m.Header)))
-	for k, vs := range m.Header {
-		buf = appendString(buf, k)
-		buf = binary.AppendUvarint(buf, uint64(len(vs)))
-		for _, v := range vs {
-			buf = appendString(buf, v)
-		}
-	}
-	buf = appendBool(buf, m.FlowControl != nil)
-	if fc := m.FlowControl; fc != nil {
-		buf = appendString(buf, fc.Key)
-		buf = binary.AppendVarint(buf, int64(fc.Parallelism))
-		buf = binary.AppendVarint(buf, int64(fc.Rate))
-		buf = binary.AppendVarint(buf, int64(fc.Period))
-	}
-	buf, err := appendOptionalJSON(buf, m.Callback)
-	if err != nil {
-		return nil, err
-	}
-	if buf, err = appendOptionalJSON(buf, m.FailureCallback); err != nil {
-		return nil, err
-	}
+	buf = appendHeader(buf, m.Header)
+	buf = appendFlow(buf, m.FlowControl)
+	buf = appendCallback(buf, m.Callback)
+	buf = appendCallback(buf, m.FailureCallback)
 	return appendOptionalJSON(buf, m.Redact)
 }
 
@@ -88,6 +70,17 @@ func messageSizeHint(m *Message) int {
 	}
 	if m.FlowControl != nil {
 		n += len(m.FlowControl.Key) + 16
+	}
+	for _, c := range [...]*CallbackSpec{m.Callback, m.FailureCallback} {
+		if c != nil {
+			n += 32 + len(c.URL) + len(c.RunID)
+			for k, vs := range c.Header {
+				n += len(k) + 2
+				for _, v := range vs {
+					n += len(v) + 2
+				}
+			}
+		}
 	}
 	return n
 }
@@ -128,22 +121,10 @@ func decodeMessage(data []byte, m *Message) error {
 			m.Labels[i] = d.str()
 		}
 	}
-	if n := d.count(); n > 0 {
-		m.Header = make(map[string][]string, n)
-		for range n {
-			k := d.str()
-			vs := make([]string, d.count())
-			for i := range vs {
-				vs[i] = d.str()
-			}
-			m.Header[k] = vs
-		}
-	}
-	if d.bool() {
-		m.FlowControl = &flowctl.Config{Key: d.str(), Parallelism: int(d.varint()), Rate: int(d.varint()), Period: time.Duration(d.varint())}
-	}
-	decodeOptionalJSON(&d, &m.Callback)
-	decodeOptionalJSON(&d, &m.FailureCallback)
+	m.Header = d.header()
+	m.FlowControl = d.flow()
+	m.Callback = d.callback()
+	m.FailureCallback = d.callback()
 	decodeOptionalJSON(&d, &m.Redact)
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = errors.New("trailing bytes")
@@ -152,6 +133,48 @@ func decodeMessage(data []byte, m *Message) error {
 		return fmt.Errorf("%w: format 1: %v", errMsgFormat, d.err)
 	}
 	return nil
+}
+
+// appendHeader writes a header map: count, then name, value count, values.
+func appendHeader(buf []byte, h map[string][]string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(h)))
+	for k, vs := range h {
+		buf = appendString(buf, k)
+		buf = binary.AppendUvarint(buf, uint64(len(vs)))
+		for _, v := range vs {
+			buf = appendString(buf, v)
+		}
+	}
+	return buf
+}
+
+// appendFlow writes an optional flow-control configuration.
+func appendFlow(buf []byte, fc *flowctl.Config) []byte {
+	buf = appendBool(buf, fc != nil)
+	if fc == nil {
+		return buf
+	}
+	buf = appendString(buf, fc.Key)
+	buf = binary.AppendVarint(buf, int64(fc.Parallelism))
+	buf = binary.AppendVarint(buf, int64(fc.Rate))
+	return binary.AppendVarint(buf, int64(fc.Period))
+}
+
+// appendCallback writes an optional callback configuration (every message and run of
+// a native workflow carries a failure callback, so it is not rare).
+func appendCallback(buf []byte, c *CallbackSpec) []byte {
+	buf = appendBool(buf, c != nil)
+	if c == nil {
+		return buf
+	}
+	for _, s := range [...]string{c.URL, c.Method, c.RetryDelay, c.RunID, c.CallType} {
+		buf = appendString(buf, s)
+	}
+	for _, n := range [...]int64{int64(c.Retries), c.TimeoutMs, c.DelayMs} {
+		buf = binary.AppendVarint(buf, n)
+	}
+	buf = appendHeader(buf, c.Header)
+	return appendFlow(buf, c.FlowControl)
 }
 
 func appendString(buf []byte, s string) []byte {
@@ -259,6 +282,48 @@ func (d *decoder) bool() bool {
 	v := d.s[d.pos]
 	d.pos++
 	return v == 1
+}
+
+// header reads what appendHeader wrote (nil when empty).
+func (d *decoder) header() map[string][]string {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	h := make(map[string][]string, n)
+	for range n {
+		k := d.str()
+		vs := make([]string, d.count())
+		for i := range vs {
+			vs[i] = d.str()
+		}
+		h[k] = vs
+	}
+	return h
+}
+
+// flow reads what appendFlow wrote.
+func (d *decoder) flow() *flowctl.Config {
+	if !d.bool() {
+		return nil
+	}
+	return &flowctl.Config{Key: d.str(), Parallelism: int(d.varint()), Rate: int(d.varint()), Period: time.Duration(d.varint())}
+}
+
+// callback reads what appendCallback wrote.
+func (d *decoder) callback() *CallbackSpec {
+	if !d.bool() {
+		return nil
+	}
+	c := &CallbackSpec{}
+	for _, p := range [...]*string{&c.URL, &c.Method, &c.RetryDelay, &c.RunID, &c.CallType} {
+		*p = d.str()
+	}
+	c.Retries = int(d.varint())
+	c.TimeoutMs, c.DelayMs = d.varint(), d.varint()
+	c.Header = d.header()
+	c.FlowControl = d.flow()
+	return c
 }
 
 // decodeOptionalJSON reads what appendOptionalJSON wrote into *p.

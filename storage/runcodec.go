@@ -4,9 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"time"
-
-	"github.com/duraton/duraton/flowctl"
 )
 
 // Run records are read by every publish of a run's step (to bind it to the run) and
@@ -14,8 +11,8 @@ import (
 // binary record:
 //
 //	0x01 ‖ uvarint len ‖ response ‖ the strings, integers, bool, labels, header and flow
-//	control in runFields order (encoded as in message records) ‖ failure callback and
-//	parent link as optional length-prefixed JSON (rare, and nested).
+//	control and failure callback (encoded as in message records) ‖ the parent link as
+//	optional length-prefixed JSON (rare, and nested).
 //
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte
@@ -37,25 +34,9 @@ func encodeRun(r *Run) ([]byte, error) {
 	for _, l := range r.Labels {
 		buf = appendString(buf, l)
 	}
-	buf = binary.AppendUvarint(buf, uint64(len(r.Header)))
-	for k, vs := range r.Header {
-		buf = appendString(buf, k)
-		buf = binary.AppendUvarint(buf, uint64(len(vs)))
-		for _, v := range vs {
-			buf = appendString(buf, v)
-		}
-	}
-	buf = appendBool(buf, r.FlowControl != nil)
-	if fc := r.FlowControl; fc != nil {
-		buf = appendString(buf, fc.Key)
-		buf = binary.AppendVarint(buf, int64(fc.Parallelism))
-		buf = binary.AppendVarint(buf, int64(fc.Rate))
-		buf = binary.AppendVarint(buf, int64(fc.Period))
-	}
-	buf, err := appendOptionalJSON(buf, r.FailureCallback)
-	if err != nil {
-		return nil, err
-	}
+	buf = appendHeader(buf, r.Header)
+	buf = appendFlow(buf, r.FlowControl)
+	buf = appendCallback(buf, r.FailureCallback)
 	return appendOptionalJSON(buf, r.Parent)
 }
 
@@ -91,21 +72,9 @@ func decodeRun(data []byte, r *Run) error {
 			r.Labels[i] = d.str()
 		}
 	}
-	if n := d.count(); n > 0 {
-		r.Header = make(map[string][]string, n)
-		for range n {
-			k := d.str()
-			vs := make([]string, d.count())
-			for i := range vs {
-				vs[i] = d.str()
-			}
-			r.Header[k] = vs
-		}
-	}
-	if d.bool() {
-		r.FlowControl = &flowctl.Config{Key: d.str(), Parallelism: int(d.varint()), Rate: int(d.varint()), Period: time.Duration(d.varint())}
-	}
-	decodeOptionalJSON(&d, &r.FailureCallback)
+	r.Header = d.header()
+	r.FlowControl = d.flow()
+	r.FailureCallback = d.callback()
 	decodeOptionalJSON(&d, &r.Parent)
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = fmt.Errorf("trailing bytes")
