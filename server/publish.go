@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -101,8 +100,8 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var entries []wire.BatchEntry
-	if err := json.Unmarshal(raw, &entries); err != nil {
+	entries, err := decodeBatch(raw) // batchdecode.go
+	if err != nil {
 		return badRequest("body must be a JSON array of {destination, headers, body, queue}: %v", err)
 	}
 	if len(entries) == 0 {

@@ -1,0 +1,222 @@
+package server
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/duraton/duraton/sdk/wire"
+)
+
+// decodeBatch decodes a /v2/batch body. What SDKs send — an array of objects with the
+// keys destination, headers, body and queue, plain string values — takes a fast path
+// without reflection (the batch is how every workflow step is published); anything else
+// (escapes, other spellings of the keys, nulls, unknown keys, malformed input) goes to
+// encoding/json, so the result and every error are json.Unmarshal's.
+func decodeBatch(raw []byte) ([]wire.BatchEntry, error) {
+	if entries, ok := fastBatch(raw); ok {
+		return entries, nil
+	}
+	var entries []wire.BatchEntry
+	err := json.Unmarshal(raw, &entries)
+	return entries, err
+}
+
+// batchScanner reads the fast-path subset of JSON; ok turns false at anything else.
+type batchScanner struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+func fastBatch(raw []byte) ([]wire.BatchEntry, bool) {
+	s := batchScanner{b: raw, ok: true}
+	s.ws()
+	if !s.eat('[') {
+		return nil, false
+	}
+	var entries []wire.BatchEntry
+	s.ws()
+	if s.peek() == ']' {
+		return nil, false // rare; encoding/json says what it means
+	}
+	for s.ok {
+		e, seen := wire.BatchEntry{}, 0
+		s.ws()
+		if !s.eat('{') {
+			return nil, false
+		}
+		s.ws()
+		for s.ok && s.peek() != '}' {
+			key := s.str()
+			s.ws()
+			s.eat(':')
+			s.ws()
+			var bit int
+			switch key {
+			case "destination":
+				e.Destination, bit = s.str(), 1
+			case "body":
+				e.Body, bit = s.str(), 2
+			case "queue":
+				e.Queue, bit = s.str(), 4
+			case "headers":
+				e.Headers, bit = s.headers(), 8
+			default:
+				return nil, false
+			}
+			if seen&bit != 0 {
+				return nil, false // a repeated key: encoding/json's merge rules apply
+			}
+			seen |= bit
+			s.next()
+		}
+		s.eat('}')
+		entries = append(entries, e)
+		s.ws()
+		if s.peek() == ',' {
+			s.i++
+			continue
+		}
+		if !s.eat(']') {
+			return nil, false
+		}
+		s.ws()
+		if s.i != len(s.b) {
+			return nil, false
+		}
+		return entries, s.ok
+	}
+	return nil, false
+}
+
+// next moves past a member: a comma followed by another member, or the object's end.
+func (s *batchScanner) next() {
+	s.ws()
+	switch s.peek() {
+	case ',':
+		s.i++
+		s.ws()
+		if s.peek() != '"' {
+			s.ok = false // a trailing comma, or not a key
+		}
+	case '}':
+	default:
+		s.ok = false
+	}
+}
+
+func (s *batchScanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *batchScanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	s.ok = false
+	return 0
+}
+
+func (s *batchScanner) eat(c byte) bool {
+	if s.peek() != c {
+		s.ok = false
+		return false
+	}
+	s.i++
+	return true
+}
+
+// str reads a string of valid UTF-8 whose escapes are the one-letter ones (\" \\ \/
+// \b \f \n \r \t); \u escapes, control characters and invalid UTF-8 are left to
+// encoding/json.
+func (s *batchScanner) str() string {
+	if !s.eat('"') {
+		return ""
+	}
+	start := s.i
+	var buf []byte // the unescaped string, once an escape was seen
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			v := s.b[start:s.i]
+			s.i++
+			if buf != nil {
+				v = append(buf, v...)
+			}
+			if !utf8.Valid(v) {
+				s.ok = false
+				return ""
+			}
+			return string(v)
+		case c == '\\':
+			if s.i+1 >= len(s.b) {
+				s.ok = false
+				return ""
+			}
+			r, ok := simpleEscape(s.b[s.i+1])
+			if !ok {
+				s.ok = false
+				return ""
+			}
+			if buf == nil {
+				buf = make([]byte, 0, min(len(s.b)-start, 512))
+			}
+			buf = append(append(buf, s.b[start:s.i]...), r)
+			s.i += 2
+			start = s.i
+			continue
+		case c < 0x20:
+			s.ok = false
+			return ""
+		}
+		s.i++
+	}
+	s.ok = false
+	return ""
+}
+
+// simpleEscape is the byte a one-letter JSON escape stands for.
+func simpleEscape(c byte) (byte, bool) {
+	switch c {
+	case '"', '\\', '/':
+		return c, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
+// headers reads an object of string values.
+func (s *batchScanner) headers() map[string]string {
+	if !s.eat('{') {
+		return nil
+	}
+	h := map[string]string{}
+	s.ws()
+	for s.ok && s.peek() != '}' {
+		k := s.str()
+		s.ws()
+		s.eat(':')
+		s.ws()
+		h[k] = s.str()
+		s.next()
+	}
+	s.eat('}')
+	return h
+}
