@@ -73,8 +73,8 @@ func (c *Context) FlowControl() *FlowControl { return c.flow }
 
 // parseHistory reads the delivered history: the initial payload and the step objects.
 func (c *Context) parseHistory(body []byte) error {
-	var entries []wire.HistoryEntry
-	if err := json.Unmarshal(body, &entries); err != nil {
+	entries, err := wire.DecodeHistory(body) // without reflection for what Duraton sends
+	if err != nil {
 		return fmt.Errorf("workflow history: %w", err)
 	}
 	if len(entries) == 0 {

@@ -100,7 +100,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := decodeBatch(raw) // batchdecode.go
+	entries, err := wire.DecodeBatch(raw)
 	if err != nil {
 		return badRequest("body must be a JSON array of {destination, headers, body, queue}: %v", err)
 	}

@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"encoding/json"
@@ -6,16 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
-
-	"github.com/duraton/duraton/sdk/wire"
 )
 
-// agreesWithJSON checks that decodeBatch gives what json.Unmarshal gives: the same
+// agreesWithJSON checks that DecodeBatch gives what json.Unmarshal gives: the same
 // entries, or an error with the same text.
 func agreesWithJSON(t require.TestingT, raw []byte) {
-	var want []wire.BatchEntry
+	var want []BatchEntry
 	wantErr := json.Unmarshal(raw, &want)
-	got, err := decodeBatch(raw)
+	got, err := DecodeBatch(raw)
 	if wantErr != nil {
 		require.EqualError(t, err, wantErr.Error(), "input %q", raw)
 		return
@@ -42,8 +40,8 @@ func TestDecodeBatchAgreesWithEncodingJSON(t *testing.T) {
 		agreesWithJSON(t, []byte(raw))
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		entries := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) wire.BatchEntry {
-			return wire.BatchEntry{Destination: rapid.String().Draw(rt, "dest"),
+		entries := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) BatchEntry {
+			return BatchEntry{Destination: rapid.String().Draw(rt, "dest"),
 				Headers: rapid.MapOf(rapid.StringMatching(`[a-z-]{1,12}`), rapid.String()).Draw(rt, "headers"),
 				Body:    rapid.String().Draw(rt, "body"), Queue: rapid.StringMatching(`[a-z]{0,3}`).Draw(rt, "queue")}
 		}), 1, 5).Draw(rt, "entries")
@@ -74,14 +72,14 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	b.Run("EncodingJSON", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var e []wire.BatchEntry
+			var e []BatchEntry
 			_ = json.Unmarshal(raw, &e)
 		}
 	})
 	b.Run("Fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _ = decodeBatch(raw)
+			_, _ = DecodeBatch(raw)
 		}
 	})
 }
@@ -92,9 +90,87 @@ func TestDecodeBatchFastPathTakesStepPublishes(t *testing.T) {
 	raw := []byte(`[{"destination":"http://127.0.0.1:41234/wf","headers":{"upstash-workflow-init":"false","upstash-workflow-runid":"wfr_bench_1","content-type":"application/json"},"body":"{\"concurrent\":1,\"out\":\"\\\"x\\\"\",\"stepId\":2}"}]`)
 	got, ok := fastBatch(raw)
 	require.True(t, ok)
-	var want []wire.BatchEntry
+	var want []BatchEntry
 	require.NoError(t, json.Unmarshal(raw, &want))
 	require.Equal(t, want, got)
-	allocs := testing.AllocsPerRun(100, func() { _, _ = decodeBatch(raw) })
+	allocs := testing.AllocsPerRun(100, func() { _, _ = DecodeBatch(raw) })
 	require.LessOrEqual(t, allocs, 15.0) // entries, the header map, 8 strings, the unescaped body (encoding/json: 36)
+}
+
+// historyAgreesWithJSON checks that DecodeHistory gives what json.Unmarshal gives.
+func historyAgreesWithJSON(t require.TestingT, raw []byte) {
+	var want []HistoryEntry
+	wantErr := json.Unmarshal(raw, &want)
+	got, err := DecodeHistory(raw)
+	if wantErr != nil {
+		require.EqualError(t, err, wantErr.Error(), "input %q", raw)
+		return
+	}
+	require.NoError(t, err, "input %q", raw)
+	require.Equal(t, want, got, "input %q", raw)
+}
+
+// TestDecodeHistoryAgreesWithEncodingJSON: the history fast path gives encoding/json's
+// answer on what Duraton sends, on odd valid input and on malformed input; and it is
+// the path Duraton's deliveries take.
+func TestDecodeHistoryAgreesWithEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`[{"messageId":"msg_1","body":"eyJhIjoxfQ==","callType":"step"},{"messageId":"msg_2","body":"","callType":"step"}]`,
+		`[{"messageId":"m","body":"!!"}]`, `[{"messageId":"m","body":"YQ"}]`, `[{"messageId":"m"}]`, `[{"body":null}]`,
+		`[{"MessageId":"m","body":"YQ=="}]`, `[{"messageId":"m","body":"YQ==","extra":1}]`, `[{"messageId":"m","body":"YQ==",}]`,
+		`[{"messageId":"m","body":"YQ==","body":"Yg=="}]`, `[]`, `[{"messageId":"m","body":"YQ=="}] x`, `[{"messageId":"m","body":"Y\nQ=="}]`,
+	} {
+		historyAgreesWithJSON(t, []byte(raw))
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		entries := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) HistoryEntry {
+			return HistoryEntry{MessageID: rapid.String().Draw(rt, "id"), Body: rapid.SliceOf(rapid.Byte()).Draw(rt, "body"),
+				CallType: rapid.SampledFrom([]string{"step", "fromCallback", "toCallback", ""}).Draw(rt, "callType")}
+		}), 1, 6).Draw(rt, "entries")
+		raw := []byte{'['}
+		for i, e := range entries {
+			if i > 0 {
+				raw = append(raw, ',')
+			}
+			raw = AppendHistoryEntry(raw, []byte(e.MessageID), e.Body, []byte(e.CallType))
+		}
+		raw = append(raw, ']')
+		historyAgreesWithJSON(rt, raw)
+		i := rapid.IntRange(0, len(raw)-1).Draw(rt, "at")
+		mutated := append([]byte(nil), raw...)
+		switch rapid.IntRange(0, 2).Draw(rt, "how") {
+		case 0:
+			mutated[i] = rapid.SampledFrom([]byte(`"{}[],: \x00\\=A`)).Draw(rt, "byte")
+		case 1:
+			mutated = mutated[:i]
+		case 2:
+			mutated = append(mutated[:i], mutated[i+1:]...)
+		}
+		historyAgreesWithJSON(rt, mutated)
+	})
+	_, ok := fastHistory([]byte(`[{"messageId":"msg_1","body":"eyJhIjoxfQ==","callType":"step"}]`))
+	require.True(t, ok)
+}
+
+// BenchmarkDecodeHistory is a 4-entry delivery body through encoding/json and the fast
+// path.
+func BenchmarkDecodeHistory(b *testing.B) {
+	raw := []byte(`[{"messageId":"msg_2hbE4v0kq9Qw3v8mYc1Xx7aa","body":"e30=","callType":"step"}`)
+	for range 3 {
+		raw = append(raw, `,{"messageId":"msg_2hbE4v0kq9Qw3v8mYc1Xx7ab","body":"eyJjb25jdXJyZW50IjoxLCJvdXQiOiIxIiwic3RlcElkIjoxLCJzdGVwTmFtZSI6InMwIiwic3RlcFR5cGUiOiJSdW4ifQ==","callType":"step"}`...)
+	}
+	raw = append(raw, ']')
+	b.Run("EncodingJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var e []HistoryEntry
+			_ = json.Unmarshal(raw, &e)
+		}
+	})
+	b.Run("Fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = DecodeHistory(raw)
+		}
+	})
 }

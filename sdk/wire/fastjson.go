@@ -1,24 +1,132 @@
-package server
+package wire
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"unicode/utf8"
-
-	"github.com/duraton/duraton/sdk/wire"
 )
 
-// decodeBatch decodes a /v2/batch body. What SDKs send — an array of objects with the
+// DecodeBatch decodes a /v2/batch body. What SDKs send — an array of objects with the
 // keys destination, headers, body and queue, plain string values — takes a fast path
 // without reflection (the batch is how every workflow step is published); anything else
-// (escapes, other spellings of the keys, nulls, unknown keys, malformed input) goes to
-// encoding/json, so the result and every error are json.Unmarshal's.
-func decodeBatch(raw []byte) ([]wire.BatchEntry, error) {
+// (\u escapes, other spellings of the keys, nulls, unknown keys, malformed input) goes
+// to encoding/json, so the result and every error are json.Unmarshal's.
+func DecodeBatch(raw []byte) ([]BatchEntry, error) {
 	if entries, ok := fastBatch(raw); ok {
 		return entries, nil
 	}
-	var entries []wire.BatchEntry
+	var entries []BatchEntry
 	err := json.Unmarshal(raw, &entries)
 	return entries, err
+}
+
+// DecodeHistory decodes a workflow delivery's history (protocol §5.3), as Duraton
+// writes it — objects with the keys messageId, body (base64) and callType — on a fast
+// path without reflection, anything else through encoding/json, with its results and
+// errors.
+func DecodeHistory(raw []byte) ([]HistoryEntry, error) {
+	if entries, ok := fastHistory(raw); ok {
+		return entries, nil
+	}
+	var entries []HistoryEntry
+	err := json.Unmarshal(raw, &entries)
+	return entries, err
+}
+
+// fastHistory is DecodeHistory's fast path; false: leave it to encoding/json.
+func fastHistory(raw []byte) ([]HistoryEntry, bool) {
+	s := batchScanner{b: raw, ok: true}
+	s.ws()
+	if !s.eat('[') {
+		return nil, false
+	}
+	s.ws()
+	if s.peek() == ']' {
+		return nil, false
+	}
+	var entries []HistoryEntry
+	for s.ok {
+		var e HistoryEntry
+		seen := 0
+		s.ws()
+		if !s.eat('{') {
+			return nil, false
+		}
+		s.ws()
+		for s.ok && s.peek() != '}' {
+			key := s.str()
+			s.ws()
+			s.eat(':')
+			s.ws()
+			var bit int
+			switch key {
+			case "messageId":
+				e.MessageID, bit = s.str(), 1
+			case "callType":
+				e.CallType, bit = s.str(), 2
+			case "body":
+				raw := s.rawStr()
+				if !s.ok {
+					return nil, false
+				}
+				body, err := base64.StdEncoding.AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(raw))), raw)
+				if err != nil {
+					return nil, false
+				}
+				e.Body, bit = body, 4
+			default:
+				return nil, false
+			}
+			if seen&bit != 0 {
+				return nil, false
+			}
+			seen |= bit
+			s.next()
+		}
+		s.eat('}')
+		if seen&4 == 0 {
+			return nil, false // no body: encoding/json leaves it nil
+		}
+		entries = append(entries, e)
+		s.ws()
+		if s.peek() == ',' {
+			s.i++
+			continue
+		}
+		if !s.eat(']') {
+			return nil, false
+		}
+		s.ws()
+		if s.i != len(s.b) {
+			return nil, false
+		}
+		return entries, s.ok
+	}
+	return nil, false
+}
+
+// rawStr reads a string of base64 characters only (no escapes), without copying.
+func (s *batchScanner) rawStr() []byte {
+	if !s.eat('"') {
+		return nil
+	}
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			v := s.b[start:s.i]
+			s.i++
+			return v
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/', c == '=':
+			s.i++
+		default:
+			s.ok = false
+			return nil
+		}
+	}
+	s.ok = false
+	return nil
 }
 
 // batchScanner reads the fast-path subset of JSON; ok turns false at anything else.
@@ -28,19 +136,20 @@ type batchScanner struct {
 	ok bool
 }
 
-func fastBatch(raw []byte) ([]wire.BatchEntry, bool) {
+// fastBatch is DecodeBatch's fast path; false: leave it to encoding/json.
+func fastBatch(raw []byte) ([]BatchEntry, bool) {
 	s := batchScanner{b: raw, ok: true}
 	s.ws()
 	if !s.eat('[') {
 		return nil, false
 	}
-	var entries []wire.BatchEntry
+	var entries []BatchEntry
 	s.ws()
 	if s.peek() == ']' {
 		return nil, false // rare; encoding/json says what it means
 	}
 	for s.ok {
-		e, seen := wire.BatchEntry{}, 0
+		e, seen := BatchEntry{}, 0
 		s.ws()
 		if !s.eat('{') {
 			return nil, false
