@@ -40,7 +40,7 @@ func encodeMessage(buf []byte, m *Message) ([]byte, error) {
 		buf = appendString(buf, s)
 	}
 	for _, n := range [...]int64{int64(m.Hops), m.CreatedAt, m.OrderAt, m.NotBefore, m.DueAt,
-		int64(m.Retries), int64(m.Retried), m.TimeoutMs, int64(m.HistoryLen)} {
+		int64(m.Retries), int64(m.Retried), m.TimeoutMs, int64(m.HistoryLen), m.PriorityShiftMs} {
 		buf = binary.AppendVarint(buf, n)
 	}
 	buf = appendBool(buf, m.DetectTrigger)
@@ -50,6 +50,13 @@ func encodeMessage(buf []byte, m *Message) ([]byte, error) {
 	}
 	buf = appendHeader(buf, m.Header)
 	buf = appendFlow(buf, m.FlowControl)
+	buf = appendFlows(buf, m.FlowExtra)
+	buf = appendBool(buf, m.StartGate != nil)
+	if g := m.StartGate; g != nil {
+		buf = appendString(buf, g.Key)
+		buf = binary.AppendVarint(buf, int64(g.Limit))
+		buf = binary.AppendVarint(buf, g.PerMs)
+	}
 	buf = appendCallback(buf, m.Callback)
 	buf = appendCallback(buf, m.FailureCallback)
 	return appendOptionalJSON(buf, m.Redact)
@@ -114,6 +121,7 @@ func decodeMessage(data []byte, m *Message) error {
 	m.CreatedAt, m.OrderAt, m.NotBefore, m.DueAt = d.varint(), d.varint(), d.varint(), d.varint()
 	m.Retries, m.Retried = int(d.varint()), int(d.varint())
 	m.TimeoutMs, m.HistoryLen = d.varint(), int(d.varint())
+	m.PriorityShiftMs = d.varint()
 	m.DetectTrigger = d.bool()
 	if n := d.count(); n > 0 {
 		m.Labels = make([]string, n)
@@ -123,6 +131,10 @@ func decodeMessage(data []byte, m *Message) error {
 	}
 	m.Header = d.header()
 	m.FlowControl = d.flow()
+	m.FlowExtra = d.flows()
+	if d.bool() {
+		m.StartGate = &StartGate{Key: d.str(), Limit: int(d.varint()), PerMs: d.varint()}
+	}
 	m.Callback = d.callback()
 	m.FailureCallback = d.callback()
 	decodeOptionalJSON(&d, &m.Redact)
@@ -158,6 +170,15 @@ func appendFlow(buf []byte, fc *flowctl.Config) []byte {
 	buf = binary.AppendVarint(buf, int64(fc.Parallelism))
 	buf = binary.AppendVarint(buf, int64(fc.Rate))
 	return binary.AppendVarint(buf, int64(fc.Period))
+}
+
+// appendFlows writes a list of flow-control configurations.
+func appendFlows(buf []byte, fcs []flowctl.Config) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(fcs)))
+	for i := range fcs {
+		buf = appendFlow(buf, &fcs[i])
+	}
+	return buf
 }
 
 // appendCallback writes an optional callback configuration (every message and run of
@@ -308,6 +329,24 @@ func (d *decoder) flow() *flowctl.Config {
 		return nil
 	}
 	return &flowctl.Config{Key: d.str(), Parallelism: int(d.varint()), Rate: int(d.varint()), Period: time.Duration(d.varint())}
+}
+
+// flows reads what appendFlows wrote (nil when empty).
+func (d *decoder) flows() []flowctl.Config {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]flowctl.Config, 0, n)
+	for range n {
+		fc := d.flow()
+		if fc == nil {
+			d.fail("flow-control list")
+			return nil
+		}
+		out = append(out, *fc)
+	}
+	return out
 }
 
 // callback reads what appendCallback wrote.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+
+	"github.com/duraton/duraton/flowctl"
 )
 
 // Run records are read by every publish of a run's step (to bind it to the run) and
@@ -26,7 +28,7 @@ func encodeRun(r *Run) ([]byte, error) {
 	for _, s := range [...]string{r.ID, r.URL, r.State, r.RetryDelay, r.CallerIP, r.DLQID, r.FailureMessageID, r.FailureState} {
 		buf = appendString(buf, s)
 	}
-	for _, n := range [...]int64{r.CreatedAt, r.EndedAt, int64(r.Retries), r.TimeoutMs, r.PriorityShiftMs, int64(r.InvokeDepth)} {
+	for _, n := range [...]int64{r.CreatedAt, r.EndedAt, int64(r.Retries), r.TimeoutMs, r.PriorityShiftMs, int64(r.InvokeDepth), r.OrderNs} {
 		buf = binary.AppendVarint(buf, n)
 	}
 	buf = appendBool(buf, r.HasResp)
@@ -36,6 +38,11 @@ func encodeRun(r *Run) ([]byte, error) {
 	}
 	buf = appendHeader(buf, r.Header)
 	buf = appendFlow(buf, r.FlowControl)
+	buf = appendFlows(buf, r.FlowExtra)
+	buf = binary.AppendUvarint(buf, uint64(len(r.FlowKeys)))
+	for _, k := range r.FlowKeys {
+		buf = appendString(appendString(appendString(buf, k.Control), k.Path), k.Value)
+	}
 	buf = appendCallback(buf, r.FailureCallback)
 	return appendOptionalJSON(buf, r.Parent)
 }
@@ -65,6 +72,7 @@ func decodeRun(data []byte, r *Run) error {
 	r.Retries = int(d.varint())
 	r.TimeoutMs, r.PriorityShiftMs = d.varint(), d.varint()
 	r.InvokeDepth = int(d.varint())
+	r.OrderNs = d.varint()
 	r.HasResp = d.bool()
 	if n := d.count(); n > 0 {
 		r.Labels = make([]string, n)
@@ -74,6 +82,13 @@ func decodeRun(data []byte, r *Run) error {
 	}
 	r.Header = d.header()
 	r.FlowControl = d.flow()
+	r.FlowExtra = d.flows()
+	if n := d.count(); n > 0 {
+		r.FlowKeys = make([]flowctl.RunKey, n)
+		for i := range r.FlowKeys {
+			r.FlowKeys[i] = flowctl.RunKey{Control: d.str(), Path: d.str(), Value: d.str()}
+		}
+	}
 	r.FailureCallback = d.callback()
 	decodeOptionalJSON(&d, &r.Parent)
 	if d.err == nil && d.pos != len(d.s) {
