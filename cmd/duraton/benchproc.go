@@ -200,7 +200,6 @@ type benchChild struct {
 	stdin io.WriteCloser
 	URL   string
 	stats chan childStats
-	lines chan string // other lines (e.g. "done <id>"), if the caller reads them
 	done  chan error
 }
 
