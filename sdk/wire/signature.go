@@ -256,7 +256,15 @@ func (v Verifier) VerifyClaims(token string, body []byte, url string, now time.T
 	if len(keys.Keys) == 0 {
 		return Claims{}, ErrNoSigningKey
 	}
+	if c, ok := v.fastVerify(token, body, url, now); ok { // verify_fast.go
+		return c, nil
+	}
+	return v.parseVerify(token, body, url, now, keys)
+}
 
+// parseVerify is VerifyClaims through the JWT library: every token the fast path does
+// not accept, and every error.
+func (v Verifier) parseVerify(token string, body []byte, url string, now time.Time, keys jwt.VerificationKeySet) (Claims, error) {
 	var claims tokenClaims
 	_, err := jwt.NewParser(
 		jwt.WithValidMethods([]string{algHS256}),
@@ -282,16 +290,21 @@ func (v Verifier) VerifyClaims(token string, body []byte, url string, now time.T
 	if strings.TrimRight(claims.Body, "=") != BodyHash(body) {
 		return Claims{}, fmt.Errorf("%w: %d-byte body", ErrBodyMismatch, len(body))
 	}
-	out := Claims{Issuer: claims.Issuer, Subject: claims.Subject, ID: claims.ID, Body: claims.Body}
+	return claims.out(), nil
+}
+
+// out is the verified claims as Claims.
+func (c *tokenClaims) out() Claims {
+	out := Claims{Issuer: c.Issuer, Subject: c.Subject, ID: c.ID, Body: c.Body}
 	for _, d := range [...]struct {
 		src *jwt.NumericDate
 		dst *int64
-	}{{claims.IssuedAt, &out.IssuedAt}, {claims.NotBefore, &out.NotBefore}, {claims.ExpiresAt, &out.ExpiresAt}} {
+	}{{c.IssuedAt, &out.IssuedAt}, {c.NotBefore, &out.NotBefore}, {c.ExpiresAt, &out.ExpiresAt}} {
 		if d.src != nil {
 			*d.dst = d.src.Unix()
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (v Verifier) keys() jwt.VerificationKeySet {
