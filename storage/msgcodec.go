@@ -44,6 +44,7 @@ func encodeMessage(buf []byte, m *Message) ([]byte, error) {
 		buf = binary.AppendVarint(buf, n)
 	}
 	buf = appendBool(buf, m.DetectTrigger)
+	buf = appendBool(buf, m.AICall)
 	buf = binary.AppendUvarint(buf, uint64(len(m.Labels)))
 	for _, l := range m.Labels {
 		buf = appendString(buf, l)
@@ -59,6 +60,14 @@ func encodeMessage(buf []byte, m *Message) ([]byte, error) {
 	}
 	buf = appendCallback(buf, m.Callback)
 	buf = appendCallback(buf, m.FailureCallback)
+	var err error
+	// Rare and small: a native tokenThrottle's gate, a metered AI call's usage.
+	if buf, err = appendOptionalJSON(buf, m.TokenGate); err != nil {
+		return nil, err
+	}
+	if buf, err = appendOptionalJSON(buf, m.AIUsage); err != nil {
+		return nil, err
+	}
 	return appendOptionalJSON(buf, m.Redact)
 }
 
@@ -123,6 +132,7 @@ func decodeMessage(data []byte, m *Message) error {
 	m.TimeoutMs, m.HistoryLen = d.varint(), int(d.varint())
 	m.PriorityShiftMs = d.varint()
 	m.DetectTrigger = d.bool()
+	m.AICall = d.bool()
 	if n := d.count(); n > 0 {
 		m.Labels = make([]string, n)
 		for i := range m.Labels {
@@ -137,6 +147,8 @@ func decodeMessage(data []byte, m *Message) error {
 	}
 	m.Callback = d.callback()
 	m.FailureCallback = d.callback()
+	decodeOptionalJSON(&d, &m.TokenGate)
+	decodeOptionalJSON(&d, &m.AIUsage)
 	decodeOptionalJSON(&d, &m.Redact)
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = errors.New("trailing bytes")

@@ -23,6 +23,8 @@ func fillAll(t *testing.T, v reflect.Value, seed *int) {
 		v.SetInt(int64(*seed) * -1_000_003)
 	case reflect.Bool:
 		v.SetBool(true)
+	case reflect.Float64:
+		v.SetFloat(float64(*seed) * 1.25)
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			v.SetBytes([]byte{0, 1, 2, byte(*seed), 255})

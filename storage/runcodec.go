@@ -28,10 +28,11 @@ func encodeRun(r *Run) ([]byte, error) {
 	for _, s := range [...]string{r.ID, r.URL, r.State, r.RetryDelay, r.CallerIP, r.DLQID, r.FailureMessageID, r.FailureState} {
 		buf = appendString(buf, s)
 	}
-	for _, n := range [...]int64{r.CreatedAt, r.EndedAt, int64(r.Retries), r.TimeoutMs, r.PriorityShiftMs, int64(r.InvokeDepth), r.OrderNs} {
+	for _, n := range [...]int64{r.CreatedAt, r.EndedAt, int64(r.Retries), r.TimeoutMs, r.PriorityShiftMs, int64(r.InvokeDepth), r.OrderNs, r.TokenReserved} {
 		buf = binary.AppendVarint(buf, n)
 	}
 	buf = appendBool(buf, r.HasResp)
+	buf = appendBool(buf, r.TokenStarted)
 	buf = binary.AppendUvarint(buf, uint64(len(r.Labels)))
 	for _, l := range r.Labels {
 		buf = appendString(buf, l)
@@ -44,6 +45,17 @@ func encodeRun(r *Run) ([]byte, error) {
 		buf = appendString(appendString(appendString(buf, k.Control), k.Path), k.Value)
 	}
 	buf = appendCallback(buf, r.FailureCallback)
+	// Rare and small: the AI spend cap and usage, a tokenThrottle's gate.
+	buf, err := appendOptionalJSON(buf, r.AICap)
+	if err != nil {
+		return nil, err
+	}
+	if buf, err = appendOptionalJSON(buf, r.AIUsage); err != nil {
+		return nil, err
+	}
+	if buf, err = appendOptionalJSON(buf, r.TokenGate); err != nil {
+		return nil, err
+	}
 	return appendOptionalJSON(buf, r.Parent)
 }
 
@@ -73,7 +85,9 @@ func decodeRun(data []byte, r *Run) error {
 	r.TimeoutMs, r.PriorityShiftMs = d.varint(), d.varint()
 	r.InvokeDepth = int(d.varint())
 	r.OrderNs = d.varint()
+	r.TokenReserved = d.varint()
 	r.HasResp = d.bool()
+	r.TokenStarted = d.bool()
 	if n := d.count(); n > 0 {
 		r.Labels = make([]string, n)
 		for i := range r.Labels {
@@ -90,6 +104,9 @@ func decodeRun(data []byte, r *Run) error {
 		}
 	}
 	r.FailureCallback = d.callback()
+	decodeOptionalJSON(&d, &r.AICap)
+	decodeOptionalJSON(&d, &r.AIUsage)
+	decodeOptionalJSON(&d, &r.TokenGate)
 	decodeOptionalJSON(&d, &r.Parent)
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = fmt.Errorf("trailing bytes")
