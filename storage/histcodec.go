@@ -5,24 +5,31 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+
+	"github.com/duraton/duraton/flowctl"
 )
 
 // History entries are written on every step and read back, all of them, to build every
 // delivery of a run, so like messages (msgcodec.go) they have a binary record:
 //
-//	0x01 ‖ zigzag varint createdAt ‖ uvarint len ‖ message id ‖ uvarint len ‖ call type ‖ body
+//	0x01 ‖ zigzag varint createdAt ‖ uvarint len ‖ message id ‖ uvarint len ‖ call type ‖
+//	0 | 1 ‖ uvarint len ‖ AI usage as JSON (an AI callback's entry only) ‖ body
 //
 // (the body is the rest of the record). Entries written before are JSON and start with
 // '{'; they are still read. Another first byte is a later format, refused by name.
 const histFormat1 = 0x01
 
-func encodeHistory(e *HistoryEntry) []byte {
-	buf := make([]byte, 0, 1+binary.MaxVarintLen64+2+len(e.MessageID)+len(e.CallType)+len(e.Body))
+func encodeHistory(e *HistoryEntry) ([]byte, error) {
+	buf := make([]byte, 0, 1+binary.MaxVarintLen64+3+len(e.MessageID)+len(e.CallType)+len(e.Body))
 	buf = append(buf, histFormat1)
 	buf = binary.AppendVarint(buf, e.CreatedAt)
 	buf = appendString(buf, e.MessageID)
 	buf = appendString(buf, e.CallType)
-	return append(buf, e.Body...)
+	buf, err := appendOptionalJSON(buf, e.AI)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, e.Body...), nil
 }
 
 // HistoryView is a history entry as stored: its slices point into the database and are
@@ -30,6 +37,7 @@ func encodeHistory(e *HistoryEntry) []byte {
 type HistoryView struct {
 	MessageID, CallType, Body []byte
 	CreatedAt                 int64
+	AI                        *flowctl.AIUsage // decoded (it is rare)
 }
 
 // viewHistory reads a record of either format without copying format 1.
@@ -39,7 +47,7 @@ func viewHistory(data []byte) (HistoryView, error) {
 		if err := json.Unmarshal(data, &e); err != nil {
 			return HistoryView{}, err
 		}
-		return HistoryView{MessageID: []byte(e.MessageID), CallType: []byte(e.CallType), Body: e.Body, CreatedAt: e.CreatedAt}, nil
+		return HistoryView{MessageID: []byte(e.MessageID), CallType: []byte(e.CallType), Body: e.Body, CreatedAt: e.CreatedAt, AI: e.AI}, nil
 	}
 	if len(data) == 0 || data[0] != histFormat1 {
 		return HistoryView{}, fmt.Errorf("history record: unknown format (written by a newer Duraton?)")
@@ -54,6 +62,20 @@ func viewHistory(data []byte) (HistoryView, error) {
 	v.CreatedAt = created
 	v.MessageID = d.bytes()
 	v.CallType = d.bytes()
+	if d.pos < len(d.b) && d.b[d.pos] == 1 {
+		d.pos++
+		raw := d.bytes()
+		if d.err == nil {
+			v.AI = &flowctl.AIUsage{}
+			if err := json.Unmarshal(raw, v.AI); err != nil {
+				return HistoryView{}, fmt.Errorf("history record: AI usage: %w", err)
+			}
+		}
+	} else if d.pos < len(d.b) && d.b[d.pos] == 0 {
+		d.pos++
+	} else {
+		d.fail("AI usage")
+	}
 	if d.err != nil {
 		return HistoryView{}, fmt.Errorf("history record: %v", d.err)
 	}

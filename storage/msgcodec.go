@@ -17,11 +17,11 @@ import (
 //
 // A record is
 //
-//	0x01 (format 1) ‖ uvarint len ‖ body ‖ the other fields, in messageFields order:
+//	0x01 (format 1) ‖ uvarint len ‖ body ‖ the other fields in encodeMessage's order:
 //	strings as uvarint length ‖ bytes, integers as zigzag varints, a bool as one byte,
-//	lists as uvarint count ‖ items, optional records as 0 (absent) or 1 ‖ record
-//	(flow control inline; callbacks and redaction, which are rare, as length-prefixed
-//	JSON).
+//	lists and maps as uvarint count ‖ items, optional records as 0 (absent) or 1 ‖
+//	record (flow control, start gate and callbacks inline; the token gate, AI usage and
+//	redaction, which are rare, as length-prefixed JSON).
 //
 // Records written before format 1 are JSON and start with '{'; they are still read. Any
 // other first byte is a record of a later format, refused with an error that says so.

@@ -12,9 +12,9 @@ import (
 // rewritten at the run's start and end, so like messages (msgcodec.go) they have a
 // binary record:
 //
-//	0x01 ‖ uvarint len ‖ response ‖ the strings, integers, bool, labels, header and flow
-//	control and failure callback (encoded as in message records) ‖ the parent link as
-//	optional length-prefixed JSON (rare, and nested).
+//	0x01 ‖ uvarint len ‖ response ‖ the strings, integers, bools, labels, header, flow
+//	controls, keys and failure callback (encoded as in message records) ‖ the AI cap,
+//	AI usage, token gate and parent link as optional length-prefixed JSON (rare).
 //
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte

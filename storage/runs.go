@@ -235,7 +235,11 @@ func (t *Tx) PutHistory(project, runID string, seq int, e *HistoryEntry) error {
 	if err != nil {
 		return err
 	}
-	return b.Put(historyKey(runID, seq), encodeHistory(e)) // histcodec.go
+	data, err := encodeHistory(e) // histcodec.go
+	if err != nil {
+		return err
+	}
+	return b.Put(historyKey(runID, seq), data)
 }
 
 // History reads the first n entries of a run's history.
@@ -248,7 +252,7 @@ func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
 	err := t.EachHistory(project, runID, n, func(h HistoryView) error {
 		// An empty body reads as empty, not nil (the delivery and the API show "").
 		e := HistoryEntry{MessageID: string(h.MessageID), CallType: string(h.CallType), CreatedAt: h.CreatedAt,
-			Body: append([]byte{}, h.Body...)}
+			Body: append([]byte{}, h.Body...), AI: h.AI}
 		out = append(out, e)
 		return nil
 	})
