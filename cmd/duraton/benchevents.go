@@ -41,21 +41,22 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	events := fs.Int("events", 10_000, "events sent under load")
 	per := fs.Int("per-request", 1, "events per POST /events (1..1000)")
 	conc := fs.Int("concurrency", 64, "concurrent sending clients")
+	fanOut := fs.Int("fan-out", 2, "workflows each event starts a run of (1..10)")
 	low := fs.Int("low-load", 200, "events sent one at a time (each waits for its runs' first deliveries) for the low-load latency")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if *events < 1 || *per < 1 || *per > 1000 || *conc < 1 || *conc > 10_000 || *low < 0 {
-		return errors.New("want --events ≥ 1, --per-request 1..1000, --concurrency 1..10000, --low-load ≥ 0")
+	if *events < 1 || *per < 1 || *per > 1000 || *conc < 1 || *conc > 10_000 || *low < 0 || *fanOut < 1 || *fanOut > 10 {
+		return errors.New("want --events ≥ 1, --per-request 1..1000, --concurrency 1..10000, --fan-out 1..10, --low-load ≥ 0")
 	}
 	stop, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	res, err := benchEvents(ctx, *events, *per, *conc, *low, progressWriter(stderr, *jsonOnly))
+	res, err := benchEvents(ctx, *events, *per, *conc, *low, *fanOut, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err
 	}
@@ -72,12 +73,11 @@ type eventRecorder struct {
 }
 
 // benchEvents runs an in-process Duraton with the native API and a Go SDK endpoint on
-// loopback serving two workflows triggered by the same event (fan-out 2). Each event
+// loopback serving fanOut workflows triggered by the same event. Each event
 // carries its send time; the route records send → its run's first delivery. Under load
 // conc clients send `events` events, perReq per request; then `low` events go one at a
 // time, each after the previous one's runs were first delivered.
-func benchEvents(ctx context.Context, events, perReq, conc, low int, progress func(done, total int)) (benchEventsResult, error) {
-	const fanOut = 2
+func benchEvents(ctx context.Context, events, perReq, conc, low, fanOut int, progress func(done, total int)) (benchEventsResult, error) {
 	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: 512}})
 	if err != nil {
 		return benchEventsResult{}, err
@@ -121,11 +121,13 @@ func benchEvents(ctx context.Context, events, perReq, conc, low int, progress fu
 	if err != nil {
 		return benchEventsResult{}, err
 	}
-	// The endpoint above serves both workflows, so the app only registers them.
-	app, err := sdk.NewApp("bench", "", []sdk.Workflow{
-		{Name: "bench.a", URL: url + "/a", Triggers: []string{"bench.event"}},
-		{Name: "bench.b", URL: url + "/b", Triggers: []string{"bench.event"}},
-	})
+	// The endpoint above serves every workflow, so the app only registers them.
+	var workflows []sdk.Workflow
+	for i := range fanOut {
+		name := "w" + strconv.Itoa(i+1)
+		workflows = append(workflows, sdk.Workflow{Name: "bench." + name, URL: url + "/" + name, Triggers: []string{"bench.event"}})
+	}
+	app, err := sdk.NewApp("bench", "", workflows)
 	if err != nil {
 		return benchEventsResult{}, err
 	}
@@ -163,7 +165,13 @@ func benchEvents(ctx context.Context, events, perReq, conc, low int, progress fu
 			return err
 		}
 		for _, r := range res {
-			if len(r.Runs) != fanOut || !r.Runs[0].Started() || !r.Runs[1].Started() {
+			started := 0
+			for _, run := range r.Runs {
+				if run.Started() {
+					started++
+				}
+			}
+			if len(r.Runs) != fanOut || started != fanOut {
 				return fmt.Errorf("event %s: want %d runs started, got %+v", r.ID, fanOut, r.Runs)
 			}
 		}

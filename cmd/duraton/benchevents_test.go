@@ -8,12 +8,12 @@ import (
 )
 
 // TestBenchEventsSmall runs `duraton bench events` at a small size: every event fans out
-// to both workflows, each run is first delivered once, and the figures are filled.
+// to all three workflows, each run is first delivered once, and the figures are filled.
 func TestBenchEventsSmall(t *testing.T) {
-	res, err := benchEvents(context.Background(), 60, 20, 3, 5, func(int, int) {})
+	res, err := benchEvents(context.Background(), 60, 20, 3, 5, 3, func(int, int) {})
 	require.NoError(t, err)
 	require.Equal(t, 60, res.Events)
-	require.Equal(t, 2, res.FanOut)
+	require.Equal(t, 3, res.FanOut)
 	require.Zero(t, res.DuplicateDelivs)
 	require.Positive(t, res.AcceptedPerSec)
 	require.Positive(t, res.RunsPerSec)

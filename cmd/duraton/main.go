@@ -41,7 +41,7 @@ Usage:
   duraton bench publish [flags]      benchmark durable publish → delivery on this machine
   duraton bench flow [flags]         benchmark flow-control dispatch, memory and wake latency
   duraton bench workflow [flags]     benchmark Go SDK workflow runs (steps/s, latency, overhead)
-  duraton bench events [flags]       benchmark native events (accepted/s, fan-out 2, event → first delivery)
+  duraton bench events [flags]       benchmark native events (accepted/s, --fan-out 1..10, event → first delivery)
   duraton bench chaos [flags]        SIGKILL a real duraton under chaotic load; check nothing is lost
 
 Run "duraton <command> -h" for the flags of a command.

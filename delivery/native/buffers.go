@@ -128,7 +128,7 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 			}
 		}
 	}
-	pub, err := runPublication(project, d, events)
+	pub, err := runPublication(project, d, events, s.ids.New(runIDPrefix, n.Now))
 	if err != nil {
 		return EventRun{}, err
 	}

@@ -3,9 +3,7 @@ package native
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -215,12 +213,11 @@ type payload struct {
 // SDK's trigger would publish (the Upstash-Workflow-Sdk-Version forwarded on the first
 // delivery, a failure callback to the workflow URL), plus Duraton-Workflow and
 // Duraton-App on every delivery.
-func runPublication(project string, d *Workflow, events []payloadEvent) (delivery.Publication, error) {
+func runPublication(project string, d *Workflow, events []payloadEvent, runID string) (delivery.Publication, error) {
 	body, err := wire.CompactJSON(payload{payloadEvent: events[0], Events: events})
 	if err != nil {
 		return delivery.Publication{}, fmt.Errorf("event payload: %w", err)
 	}
-	runID := newRunID()
 	own := map[string][]string{
 		wire.HeaderDuratonWorkflow: {d.Name},
 		wire.HeaderDuratonApp:      {d.App},
@@ -310,11 +307,10 @@ func flowKeyOf(workflow, scope string) string {
 	return "wf." + strings.ReplaceAll(workflow, ":", "_") + "." + hex.EncodeToString(sum[:8])
 }
 
-func newRunID() string {
-	var b [15]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return "wfr_" + base64.RawURLEncoding.EncodeToString(b[:])
-}
+// runIDPrefix starts a native run's id, as the official SDKs start theirs. The rest is
+// time-ordered (storage.IDGen): a run's records then go to the end of their buckets
+// instead of to a random page each, which a commit of many new runs would all dirty.
+const runIDPrefix = "wfr_"
 
 // Events lists recent events newest first (name filters when set), limit per page, from
 // the cursor of the previous page; it returns the next page's cursor ("" at the end).
