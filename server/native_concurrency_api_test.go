@@ -166,6 +166,21 @@ func (s *concurrencySteps) add(step string) {
 	s.added <- struct{}{}
 }
 
+// threeSteps is a route whose run records steps a, b and c as "<event data n>:<step>".
+func (s *concurrencySteps) threeSteps(c *sdk.Context) (any, error) {
+	ev, _ := c.Event()
+	var data struct{ N string }
+	if err := ev.Decode(&data); err != nil {
+		return nil, err
+	}
+	for _, step := range []string{"a", "b", "c"} {
+		if _, err := sdk.Run(c, step, func() (bool, error) { s.add(data.N + ":" + step); return true, nil }); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
 func (s *concurrencySteps) all() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -212,19 +227,7 @@ func TestNativeConcurrencyOldRunsFirst(t *testing.T) {
 	env := newAPI(t, envOptions{})
 	app := newSDKApp(t, env)
 	rec := &concurrencySteps{added: make(chan struct{}, 16)}
-	url := app.mount("/steps", func(c *sdk.Context) (any, error) {
-		ev, _ := c.Event()
-		var data struct{ N string }
-		if err := ev.Decode(&data); err != nil {
-			return nil, err
-		}
-		for _, step := range []string{"a", "b", "c"} {
-			if _, err := sdk.Run(c, step, func() (bool, error) { rec.add(data.N + ":" + step); return true, nil }); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	})
+	url := app.mount("/steps", rec.threeSteps)
 	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "steps", "url": %q, "triggers": [{"event": "e"}],
 		"concurrency": {"limit": 1}}]}`, url))
 	env.sendEvents(t, `[{"name": "e", "data": {"n": "r1"}}, {"name": "e", "data": {"n": "r2"}}, {"name": "e", "data": {"n": "r3"}}]`)
@@ -251,19 +254,7 @@ func TestNativeThrottleGatesStartsOnly(t *testing.T) {
 	env := newAPI(t, envOptions{})
 	app := newSDKApp(t, env)
 	rec := &concurrencySteps{added: make(chan struct{}, 16)}
-	url := app.mount("/paced", func(c *sdk.Context) (any, error) {
-		ev, _ := c.Event()
-		var data struct{ N string }
-		if err := ev.Decode(&data); err != nil {
-			return nil, err
-		}
-		for _, step := range []string{"a", "b", "c"} {
-			if _, err := sdk.Run(c, step, func() (bool, error) { rec.add(data.N + ":" + step); return true, nil }); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	})
+	url := app.mount("/paced", rec.threeSteps)
 	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "paced", "url": %q, "triggers": [{"event": "e"}],
 		"throttle": {"limit": 1, "perMs": 60000}}]}`, url))
 	res := env.sendEvents(t, `[{"name": "e", "data": {"n": "r1"}}, {"name": "e", "data": {"n": "r2"}}]`)
