@@ -214,7 +214,12 @@ func startBenchChild(ctx context.Context, env []string, onLine func(string), arg
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, append([]string{"bench"}, args...)...)
+	return startChildProcess(ctx, "bench "+args[0], exec.Command(bin, append([]string{"bench"}, args...)...), env, onLine)
+}
+
+// startChildProcess starts cmd (a program speaking the benchmark children's line
+// protocol: "ready <url>", "stats <json>") with env added and waits for its ready line.
+func startChildProcess(ctx context.Context, name string, cmd *exec.Cmd, env []string, onLine func(string)) (*benchChild, error) {
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -226,7 +231,7 @@ func startBenchChild(ctx context.Context, env []string, onLine func(string), arg
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	c := &benchChild{cmd: cmd, stdin: stdin, stats: make(chan childStats, 1), done: make(chan error, 1)}
 	ready := make(chan string, 1)
@@ -259,10 +264,10 @@ func startBenchChild(ctx context.Context, env []string, onLine func(string), arg
 	case c.URL = <-ready:
 		return c, nil
 	case err := <-c.done:
-		return nil, fmt.Errorf("bench %s exited before it was ready: %v", args[0], err)
+		return nil, fmt.Errorf("%s exited before it was ready: %v", name, err)
 	case <-time.After(30 * time.Second):
 		c.close()
-		return nil, fmt.Errorf("bench %s was not ready within 30 s", args[0])
+		return nil, fmt.Errorf("%s was not ready within 30 s", name)
 	case <-ctx.Done():
 		c.close()
 		return nil, ctx.Err()

@@ -25,7 +25,7 @@ func useBuiltBinaryForBenchChildren(t *testing.T) {
 // both processes' CPU per step is measured.
 func TestBenchWorkflowExternalSmall(t *testing.T) {
 	useBuiltBinaryForBenchChildren(t)
-	res, err := benchWorkflowExternal(context.Background(), 40, 3, 4, "", "", "", func(int, int) {})
+	res, err := benchWorkflowExternal(context.Background(), 40, 3, 4, wfEndpoint{kind: "go"}, "", "", "", func(int, int) {})
 	require.NoError(t, err)
 	require.Equal(t, "external", res.Endpoint)
 	require.Zero(t, res.DuplicateRounds)
@@ -34,6 +34,26 @@ func TestBenchWorkflowExternalSmall(t *testing.T) {
 	require.Positive(t, res.EndpointCPUUsPerStep)
 	require.Positive(t, res.OverheadP50Ms)
 	require.Positive(t, res.OpsPerCommit)
+	require.InDelta(t, 3*res.ServerCPUUsPerStep, res.ServerCPUUsPerRun, 1)
+}
+
+// TestBenchWorkflowTSSmall runs `bench workflow --endpoint=ts` at a small size: the
+// endpoint is the official @upstash/workflow serve() in a node child (the pinned SDK of
+// testdata/compat, installed from its lock file when missing); every run finishes once and
+// both processes' CPU per run is measured. Without node it skips, under CI=true it fails.
+func TestBenchWorkflowTSSmall(t *testing.T) {
+	useBuiltBinaryForBenchChildren(t)
+	dir, _ := compatDir(t)
+	res, err := benchWorkflowExternal(context.Background(), 30, 3, 4, wfEndpoint{kind: "ts", tsDir: dir}, "", "", "", func(int, int) {})
+	require.NoError(t, err)
+	require.Equal(t, "ts", res.Endpoint)
+	require.Equal(t, 30, res.Runs)
+	require.Zero(t, res.DuplicateRounds)
+	require.Positive(t, res.StepsPerSec)
+	require.Positive(t, res.ServerCPUUsPerRun)
+	require.Positive(t, res.EndpointCPUUsPerRun)
+	require.InDelta(t, 3*res.EndpointCPUUsPerStep, res.EndpointCPUUsPerRun, 1)
+	require.Positive(t, res.OverheadP50Ms, "the node endpoint reports step end → next delivery")
 }
 
 // TestBenchPublishExternalSmall runs `bench publish --server=external` at a small size.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,8 @@ type benchWorkflowResult struct {
 	Endpoint             string  `json:"endpoint"`
 	ServerCPUUsPerStep   float64 `json:"server_cpu_us_per_step,omitempty"`
 	EndpointCPUUsPerStep float64 `json:"endpoint_cpu_us_per_step,omitempty"`
+	ServerCPUUsPerRun    float64 `json:"server_cpu_us_per_run,omitempty"`
+	EndpointCPUUsPerRun  float64 `json:"endpoint_cpu_us_per_run,omitempty"`
 }
 
 func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -49,7 +52,8 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (with --endpoint=external: of the server process only)")
 	memProfile := fs.String("memprofile", "", "with --endpoint=external: write the server process's allocation profile to this file")
 	endpointProfile := fs.String("endpoint-cpuprofile", "", "with --endpoint=external: write the endpoint process's CPU profile to this file")
-	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step")
+	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step and per run; ts: as external, but the endpoint is the official @upstash/workflow serve() in a node child process")
+	tsDir := fs.String("ts-dir", filepath.Join("cmd", "duraton", "testdata", "compat"), "with --endpoint=ts: the directory holding bench/wf-endpoint.mjs and node_modules/@upstash/workflow (npm ci --prefix <dir>)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -58,15 +62,19 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	progress := progressWriter(stderr, *jsonOnly)
 	switch *endpoint {
-	case "external":
-		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, *cpuProfile, *memProfile, *endpointProfile, progress)
+	case "external", "ts":
+		ep := wfEndpoint{kind: "go"}
+		if *endpoint == "ts" {
+			ep = wfEndpoint{kind: "ts", tsDir: *tsDir}
+		}
+		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, ep, *cpuProfile, *memProfile, *endpointProfile, progress)
 		if err != nil {
 			return err
 		}
 		return printJSONLine(stdout, res)
 	case "inprocess":
 	default:
-		return fmt.Errorf("--endpoint is inprocess or external, not %q", *endpoint)
+		return fmt.Errorf("--endpoint is inprocess, external or ts, not %q", *endpoint)
 	}
 	stop, err := startCPUProfile(*cpuProfile)
 	if err != nil {

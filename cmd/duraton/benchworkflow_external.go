@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 // _server`) and the Go SDK endpoint (`bench _wf-endpoint`) run in two child processes and
 // this process only triggers runs and waits for their "done" lines, so each side's CPU
 // time (its own getrusage, sampled before and after the measured interval) is its alone.
-func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfile, memProfile, endpointProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
+func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndpoint, cpuProfile, memProfile, endpointProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
 	serverArgs := []string{"_server", "--max-in-flight", "512"}
 	if cpuProfile != "" {
 		serverArgs = append(serverArgs, "--cpuprofile", cpuProfile)
@@ -49,11 +50,19 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfil
 			delete(done, id)
 		}
 	}
-	endpointArgs := []string{"_wf-endpoint", "--steps", strconv.Itoa(steps)}
-	if endpointProfile != "" {
-		endpointArgs = append(endpointArgs, "--cpuprofile", endpointProfile)
+	var endpoint *benchChild
+	if ep.kind == "ts" {
+		if endpointProfile != "" {
+			return benchWorkflowResult{}, errors.New("--endpoint-cpuprofile is for the Go endpoint (--endpoint=external); profile node with --cpu-prof yourself")
+		}
+		endpoint, err = startTSEndpoint(ctx, ep.tsDir, steps, env, onLine)
+	} else {
+		endpointArgs := []string{"_wf-endpoint", "--steps", strconv.Itoa(steps)}
+		if endpointProfile != "" {
+			endpointArgs = append(endpointArgs, "--cpuprofile", endpointProfile)
+		}
+		endpoint, err = startBenchChild(ctx, env, onLine, endpointArgs...)
 	}
-	endpoint, err := startBenchChild(ctx, env, onLine, endpointArgs...)
 	if err != nil {
 		return benchWorkflowResult{}, err
 	}
@@ -129,7 +138,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfil
 	mu.Lock()
 	defer mu.Unlock()
 	return benchWorkflowResult{
-		Endpoint:     "external",
+		Endpoint:     ep.name(),
 		OpsPerCommit: round1(float64(srv1.Ops-srv0.Ops) / float64(commits)),
 		CommitMeanUs: round1(float64(srv1.CommitUs-srv0.CommitUs) / float64(commits)),
 		Runs:         runs, Steps: steps, Concurrency: conc,
@@ -142,5 +151,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, cpuProfil
 		DuplicateRounds:      ep1.Dups,
 		ServerCPUUsPerStep:   round1(float64(srv1.CPUUs-srv0.CPUUs) / total),
 		EndpointCPUUsPerStep: round1(float64(ep1.CPUUs-ep0.CPUUs) / total),
+		ServerCPUUsPerRun:    round1(float64(srv1.CPUUs-srv0.CPUUs) / float64(runs)),
+		EndpointCPUUsPerRun:  round1(float64(ep1.CPUUs-ep0.CPUUs) / float64(runs)),
 	}, nil
 }
