@@ -113,12 +113,9 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	pubs := make([]delivery.Publication, 0, len(entries))
 	fanned := make([]int, len(entries)) // publications of entry i; -1: one, answered as an object
 	for i, e := range entries {
-		header := make(http.Header, len(e.Headers))
-		for k, v := range e.Headers {
-			header.Set(k, v)
-		}
-		if err := checkHeaderMap(fmt.Sprintf("batch[%d]", i), header); err != nil {
-			return err
+		header := batchHeader(e.Headers)
+		if err := checkHeaderMap("", header); err != nil {
+			return prefixError(fmt.Sprintf("batch[%d]", i), err)
 		}
 		body := []byte(e.Body)
 		if int64(len(body)) > h.cfg.MaxBodyBytes {
@@ -150,6 +147,12 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	res, err := h.engine.PublishAll(c.Request().Context(), pubs)
 	if err != nil {
 		return err
+	}
+	if len(res) == len(entries) && c.QueryString() == "" && !c.Echo().Debug {
+		// No URL group, no ?pretty: every entry made one message (a step publish).
+		if buf, ok := appendPublishResults(make([]byte, 0, 96*len(res)), res); ok {
+			return c.JSONBlob(http.StatusCreated, buf)
+		}
 	}
 	// A URL group's entry answers with an array of its messages, as QStash does.
 	out := make([]any, len(entries))

@@ -27,16 +27,22 @@ func validEventID(id string) error {
 // timeouts), which Go's HTTP server has not checked: names are tokens, values carry no
 // CR, LF or NUL. A bad one would otherwise be stored and fail every attempt.
 func checkHeaderMap(where string, h http.Header) error {
+	if where != "" {
+		if err := checkHeaderMap("", h); err != nil {
+			return prefixError(where, err)
+		}
+		return nil
+	}
 	for name, values := range h {
 		if !isToken(name) {
-			return badRequest("%s: invalid header name %q", where, name)
+			return badRequest("invalid header name %q", name)
 		}
 		for _, v := range values {
 			if strings.ContainsAny(v, "\r\n\x00") {
-				return badRequest("%s: header %s: value contains CR, LF or NUL", where, name)
+				return badRequest("header %s: value contains CR, LF or NUL", name)
 			}
 			if len(v) > maxHeaderValueLen {
-				return badRequest("%s: header %s: value longer than %d bytes", where, name, maxHeaderValueLen)
+				return badRequest("header %s: value longer than %d bytes", name, maxHeaderValueLen)
 			}
 		}
 	}
