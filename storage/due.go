@@ -178,23 +178,23 @@ func DueWith(m *Message) DueEntry {
 
 // PutDue adds an entry to the due index.
 func (t *Tx) PutDue(e DueEntry) error {
-	return t.tx.Bucket([]byte(bucketDue)).Put(e.Key(), e.value())
+	return t.dueBucket().Put(e.Key(), e.value())
 }
 
 // DeleteDue removes an entry from the due index.
 func (t *Tx) DeleteDue(e DueEntry) error {
-	return t.tx.Bucket([]byte(bucketDue)).Delete(e.Key())
+	return t.dueBucket().Delete(e.Key())
 }
 
 // HasDue reports whether the entry is in the due index.
 func (t *Tx) HasDue(e DueEntry) bool {
-	return t.tx.Bucket([]byte(bucketDue)).Get(e.Key()) != nil
+	return t.dueBucket().Get(e.Key()) != nil
 }
 
 // ScanDue calls fn for due entries with keys strictly after `after` (nil: from the
 // start), in key order, until fn returns false.
 func (t *Tx) ScanDue(after []byte, fn func(DueEntry) bool) error {
-	c := t.tx.Bucket([]byte(bucketDue)).Cursor()
+	c := t.dueBucket().Cursor()
 	var k, v []byte
 	if after == nil {
 		k, v = c.First()

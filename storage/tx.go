@@ -30,26 +30,103 @@ var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketD
 // reached through that project's id.
 type Tx struct {
 	tx *bolt.Tx
+	// The last project's bucket and the sub-buckets opened in it: an operation touches
+	// several sub-buckets of one project, and a group commit runs dozens of operations in
+	// one transaction. Opening a nested bucket costs a cursor search and, in a read
+	// transaction, a new Bucket each time; the handles stay valid until the transaction
+	// ends, and no transaction deletes a project or a sub-bucket.
+	project       string
+	pb            *bolt.Bucket
+	subs          [8]subBucket
+	nsubs         int
+	projects, due *bolt.Bucket // root buckets, opened once
+}
+
+// projectsBucket is the root bucket of projects.
+func (t *Tx) projectsBucket() *bolt.Bucket {
+	if t.projects == nil {
+		t.projects = t.tx.Bucket([]byte(bucketProjects))
+	}
+	return t.projects
+}
+
+// dueBucket is the root bucket of the due index.
+func (t *Tx) dueBucket() *bolt.Bucket {
+	if t.due == nil {
+		t.due = t.tx.Bucket([]byte(bucketDue))
+	}
+	return t.due
+}
+
+type subBucket struct {
+	name string
+	b    *bolt.Bucket
+}
+
+// projectBucket returns a project's bucket, nil when it does not exist.
+func (t *Tx) projectBucket(project string) *bolt.Bucket {
+	if t.pb != nil && t.project == project {
+		return t.pb
+	}
+	p := t.projectsBucket().Bucket([]byte(project))
+	if p != nil {
+		t.project, t.pb, t.nsubs = project, p, 0
+	}
+	return p
+}
+
+// cachedSub returns the project bucket p's sub-bucket name if it was opened before.
+func (t *Tx) cachedSub(p *bolt.Bucket, name string) *bolt.Bucket {
+	if p != t.pb {
+		return nil
+	}
+	for _, s := range t.subs[:t.nsubs] {
+		if s.name == name {
+			return s.b
+		}
+	}
+	return nil
+}
+
+// keepSub remembers the project bucket p's sub-bucket name (the first few only).
+func (t *Tx) keepSub(p *bolt.Bucket, name string, b *bolt.Bucket) {
+	if p == t.pb && b != nil && t.nsubs < len(t.subs) {
+		t.subs[t.nsubs] = subBucket{name: name, b: b}
+		t.nsubs++
+	}
 }
 
 // bucket returns a project's sub-bucket, or nil when the project does not exist (reads
 // then find nothing; writes fail with ErrNotFound).
 func (t *Tx) bucket(project, name string) *bolt.Bucket {
-	p := t.tx.Bucket([]byte(bucketProjects)).Bucket([]byte(project))
+	p := t.projectBucket(project)
 	if p == nil {
 		return nil
 	}
-	return p.Bucket([]byte(name))
+	if b := t.cachedSub(p, name); b != nil {
+		return b
+	}
+	b := p.Bucket([]byte(name))
+	t.keepSub(p, name, b)
+	return b
 }
 
 // writeBucket returns a project's sub-bucket for writing, creating it if the project
 // predates it (data files from older versions).
 func (t *Tx) writeBucket(project, name string) (*bolt.Bucket, error) {
-	p := t.tx.Bucket([]byte(bucketProjects)).Bucket([]byte(project))
+	p := t.projectBucket(project)
 	if p == nil {
 		return nil, fmt.Errorf("project %q: %w", project, ErrNotFound)
 	}
-	return p.CreateBucketIfNotExists([]byte(name))
+	if b := t.cachedSub(p, name); b != nil {
+		return b, nil
+	}
+	b, err := p.CreateBucketIfNotExists([]byte(name))
+	if err != nil {
+		return nil, err
+	}
+	t.keepSub(p, name, b)
+	return b, nil
 }
 
 func put(b *bolt.Bucket, key string, v any) error {
