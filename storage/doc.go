@@ -10,7 +10,7 @@
 //	"projects" / <project id> /
 //	    "meta"     the Project record under key "project"
 //	    "messages" message id → Message (pending only; delivered ones are removed)
-//	    "logs"     log id (time ordered) → LogEvent
+//	    "logs"     log id (time ordered) → LogEvent (binary, see logcodec.go; JSON before)
 //	    "dlq"      dlq id (time ordered) → DLQEntry
 //	    "queues"   queue name → Queue
 //	    "dedup"    deduplication id → DedupRecord

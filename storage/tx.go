@@ -280,7 +280,7 @@ func (t *Tx) AppendLog(project string, ev *LogEvent) error {
 	if err != nil {
 		return err
 	}
-	return put(b, ev.ID, ev)
+	return b.Put([]byte(ev.ID), encodeLogEvent(make([]byte, 0, logEventSizeHint(ev)), ev))
 }
 
 // ListLogs returns up to count events newest first, starting strictly before the id
@@ -299,7 +299,7 @@ func (t *Tx) ListLogs(project, before string, count, maxBytes int, keep func(*Lo
 			return false, nil
 		}
 		var ev LogEvent
-		if err := json.Unmarshal(v, &ev); err != nil {
+		if err := decodeLogEvent(v, &ev); err != nil {
 			return false, fmt.Errorf("log %s: %w", k, err)
 		}
 		if keep(&ev) {
