@@ -148,7 +148,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(res) == len(entries) && c.QueryString() == "" && !c.Echo().Debug {
+	if !hasGroupEntry(fanned) && c.QueryString() == "" && !c.Echo().Debug {
 		// No URL group, no ?pretty: every entry made one message (a step publish).
 		if buf, ok := appendPublishResults(make([]byte, 0, 96*len(res)), res); ok {
 			return c.JSONBlob(http.StatusCreated, buf)
@@ -164,6 +164,17 @@ func (h *publishHandlers) batch(c echo.Context) error {
 		out[i], res = toPublishResponses(res[:n]), res[n:]
 	}
 	return c.JSON(http.StatusCreated, out)
+}
+
+// hasGroupEntry reports whether an entry went to a URL group (answered as an array, even
+// of one message).
+func hasGroupEntry(fanned []int) bool {
+	for _, n := range fanned {
+		if n >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func toPublishResponses(res []delivery.PublishResult) []wire.PublishResult {

@@ -216,3 +216,21 @@ func TestURLGroupsRejectBadInput(t *testing.T) {
 	require.Empty(t, env.Endpoint.all(), "nothing was published")
 	require.Len(t, decodeJSON[[]urlGroupView](t, env.call(t, http.MethodGet, "/v2/topics", nil)), 2, "only the valid groups exist")
 }
+
+// TestURLGroupBatchOfOneGroupOfOne: a batch whose only entry is a group of one endpoint
+// still answers that entry with an array (the one-message answer shortcut of the step
+// publish must not take it for a plain entry).
+func TestURLGroupBatchOfOneGroupOfOne(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	env.addEndpoints(t, "solo", map[string]string{"url": env.Endpoint.URL("/solo")})
+	batch, err := json.Marshal([]map[string]any{{"destination": "solo", "body": "g"}})
+	require.NoError(t, err)
+	r := env.call(t, http.MethodPost, "/v2/batch", batch, "Content-Type", "application/json")
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var out [][]wire.PublishResult
+	require.NoError(t, json.Unmarshal(r.Body, &out), "a group entry answers an array: %s", r.Body)
+	require.Len(t, out, 1)
+	require.Len(t, out[0], 1)
+	require.Equal(t, env.Endpoint.URL("/solo"), out[0][0].URL)
+}
