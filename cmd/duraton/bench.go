@@ -165,19 +165,7 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	token := servertest.Token
 	publishURL := serverURL + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
-	stopProgress := make(chan struct{})
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case <-t.C:
-				progress(int(delivered.Load()), n)
-			}
-		}
-	}()
+	stopProgress := reportProgress(&delivered, n, progress)
 	st0, err := stats()
 	if err != nil {
 		return benchResult{}, err
@@ -200,20 +188,20 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	})
 	publishDur := time.Since(start)
 	if publishErr != nil {
-		close(stopProgress)
+		stopProgress()
 		return benchResult{}, publishErr
 	}
 	select {
 	case <-allDone:
 	case <-ctx.Done():
-		close(stopProgress)
+		stopProgress()
 		return benchResult{}, ctx.Err()
 	case <-time.After(5 * time.Minute):
-		close(stopProgress)
+		stopProgress()
 		return benchResult{}, fmt.Errorf("only %d of %d messages delivered after 5 minutes", delivered.Load(), n)
 	}
 	deliverDur := time.Since(start)
-	close(stopProgress)
+	stopProgress()
 	progress(n, n)
 
 	st, err := stats()
@@ -315,4 +303,23 @@ func closedLoop(ctx context.Context, n, workers int, job func(i int) error) erro
 	}
 	wg.Wait()
 	return firstErr
+}
+
+// reportProgress calls progress(done, total) every 200 ms until the returned stop is
+// called, so a person at a terminal sees a benchmark move.
+func reportProgress(done *atomic.Int64, total int, progress func(done, total int)) (stop func()) {
+	quit := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				progress(int(done.Load()), total)
+			}
+		}
+	}()
+	return func() { close(quit) }
 }

@@ -153,19 +153,7 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 	}
 
 	var completed atomic.Int64
-	stopProgress := make(chan struct{})
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case <-t.C:
-				progress(int(completed.Load()), runs)
-			}
-		}
-	}()
+	stopProgress := reportProgress(&completed, runs, progress)
 	start := time.Now()
 	firstErr := closedLoop(ctx, runs, conc, func(i int) error {
 		runID := "wfr_bench_" + strconv.Itoa(i)
@@ -187,7 +175,7 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 		}
 	})
 	elapsed := time.Since(start)
-	close(stopProgress)
+	stopProgress()
 	if firstErr != nil {
 		return benchWorkflowResult{}, firstErr
 	}

@@ -82,19 +82,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		return benchWorkflowResult{}, err
 	}
 	var completed atomic.Int64
-	stopProgress := make(chan struct{})
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case <-t.C:
-				progress(int(completed.Load()), runs)
-			}
-		}
-	}()
+	stopProgress := reportProgress(&completed, runs, progress)
 	start := time.Now()
 	firstErr := closedLoop(ctx, runs, conc, func(i int) error {
 		runID := "wfr_bench_" + strconv.Itoa(i)
@@ -116,7 +104,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		}
 	})
 	elapsed := time.Since(start)
-	close(stopProgress)
+	stopProgress()
 	if firstErr != nil {
 		return benchWorkflowResult{}, firstErr
 	}
