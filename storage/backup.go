@@ -17,6 +17,9 @@ import (
 // the snapshot ends). start is called first with the snapshot's size in bytes, before
 // anything is written. It returns the bytes written.
 func (s *Store) Backup(w io.Writer, start func(size int64)) (int64, error) {
+	if s.db == nil {
+		return 0, ErrNotBolt
+	}
 	var n int64
 	err := s.db.View(func(tx *bolt.Tx) error {
 		start(tx.Size())

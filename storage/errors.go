@@ -17,4 +17,11 @@ var (
 	// stored. Later writes may succeed.
 	ErrWriteFailed = errors.New("data file write failed")
 	ErrConflict    = errors.New("record changed concurrently")
+
+	// ErrNotBolt: the operation reads the bbolt file (a backup), and this store runs on
+	// another engine, whose own tools do it (pg_dump for PostgreSQL).
+	ErrNotBolt = errors.New("not a bbolt store: use the database's own backup tools")
+	// ErrFenced: this process no longer holds the leader lease of a shared database;
+	// another replica may be writing, so nothing more is written from here.
+	ErrFenced = errors.New("leader lease lost: writes are fenced")
 )

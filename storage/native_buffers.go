@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Debounce and batch buffers of native workflows (flow-control.md §B): the events a gate
@@ -72,7 +70,7 @@ func (t *Tx) PutGateBuffer(project, key string, b *GateBuffer) error {
 }
 
 // deleteBufDue removes the index entry of the stored buffer of key, if any.
-func (t *Tx) deleteBufDue(bufs, due *bolt.Bucket, key string) error {
+func (t *Tx) deleteBufDue(bufs, due KVBucket, key string) error {
 	v := bufs.Get([]byte(key))
 	if v == nil {
 		return nil

@@ -3,8 +3,6 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Per-project records kept one JSON value per name (queues, apps, schedules, URL
@@ -22,7 +20,7 @@ func (t *Tx) putRecord(project, bucket, name string, v any) error {
 }
 
 // getRecord reads a record; ErrNotFound when absent.
-func getRecord[T any](b *bolt.Bucket, name string) (*T, error) {
+func getRecord[T any](b KVBucket, name string) (*T, error) {
 	var r T
 	if err := get(b, name, &r); err != nil {
 		return nil, err
@@ -31,7 +29,7 @@ func getRecord[T any](b *bolt.Bucket, name string) (*T, error) {
 }
 
 // deleteRecord removes a record; ErrNotFound when absent.
-func deleteRecord(b *bolt.Bucket, name string) error {
+func deleteRecord(b KVBucket, name string) error {
 	if b == nil || b.Get([]byte(name)) == nil {
 		return ErrNotFound
 	}
@@ -39,15 +37,15 @@ func deleteRecord(b *bolt.Bucket, name string) error {
 }
 
 // countRecords is the number of records in b.
-func countRecords(b *bolt.Bucket) int {
+func countRecords(b KVBucket) int {
 	if b == nil {
 		return 0
 	}
-	return b.Stats().KeyN
+	return b.KeyCount()
 }
 
 // listRecords decodes every record of b in key order; what names the kind in errors.
-func listRecords[T any](b *bolt.Bucket, what string) ([]T, error) {
+func listRecords[T any](b KVBucket, what string) ([]T, error) {
 	if b == nil {
 		return nil, nil
 	}

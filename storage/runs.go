@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/duraton/duraton/flowctl"
 )
 
@@ -151,7 +149,7 @@ func historyKey(runID string, seq int) []byte {
 }
 
 // deletePrefix removes every key of b that starts with prefix.
-func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+func deletePrefix(b KVBucket, prefix []byte) error {
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
 		if err := c.Delete(); err != nil {

@@ -35,10 +35,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Store is the bbolt-backed store. It is safe for concurrent use.
+// Store is the store: the Tx methods over a storage engine (bbolt by default,
+// PostgreSQL through storage/pg), with a group committer in front of its writes. It is
+// safe for concurrent use.
 type Store struct {
-	db   *bolt.DB
-	opts Options
+	engine Engine
+	db     *bolt.DB // the bbolt file, nil on other engines (Backup, Path)
+	opts   Options
 
 	ops      chan *op
 	stats    commitStats
@@ -66,9 +69,33 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, opts: opts, ops: make(chan *op, opts.MaxBatch), loopDone: make(chan struct{})}
+	return newStore(boltEngine{db}, db, opts), nil
+}
+
+// OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
+// are created when missing.
+func OpenEngine(e Engine, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := e.Update(createRoots); err != nil {
+		return nil, fmt.Errorf("storage: initialise: %w", err)
+	}
+	return newStore(e, nil, opts), nil
+}
+
+func newStore(e Engine, db *bolt.DB, opts Options) *Store {
+	s := &Store{engine: e, db: db, opts: opts, ops: make(chan *op, opts.MaxBatch), loopDone: make(chan struct{})}
 	go s.commitLoop()
-	return s, nil
+	return s
+}
+
+// createRoots creates the root buckets every transaction expects.
+func createRoots(tx KVTx) error {
+	for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openBolt opens the file and turns bbolt's failure modes into clear errors: a held lock
@@ -94,14 +121,7 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 	})
 	switch {
 	case err == nil:
-		if err := db.Update(func(tx *bolt.Tx) error {
-			for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
-				if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		if err := (boltEngine{db}).Update(createRoots); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
 		}
@@ -126,16 +146,21 @@ func (s *Store) Close() error {
 	close(s.ops)
 	s.mu.Unlock()
 	<-s.loopDone
-	return s.db.Close()
+	return s.engine.Close()
 }
 
-// Path is the data file's path.
-func (s *Store) Path() string { return s.db.Path() }
+// Path is the data file's path ("" on an engine other than bbolt).
+func (s *Store) Path() string {
+	if s.db == nil {
+		return ""
+	}
+	return s.db.Path()
+}
 
 // View runs fn in a read-only transaction. Bytes read must be copied (the decoders here
 // do) before fn returns.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+	return s.engine.View(func(ktx KVTx) error { return fn(&Tx{tx: ktx}) })
 }
 
 // Update runs fn in a read-write transaction shared with other concurrent callers, and
@@ -205,7 +230,8 @@ type failedOp struct {
 func (f *failedOp) Error() string { return f.err.Error() }
 
 // commit runs ops in one transaction. If one fails, its caller gets its error and the
-// rest are committed again without it, as bbolt's Batch does.
+// rest are committed again without it, as bbolt's Batch does. A failure of the engine
+// (a commit, a lost connection) fails the whole group.
 func (s *Store) commit(ops []*op) {
 	start := time.Now()
 	defer func() {
@@ -218,8 +244,8 @@ func (s *Store) commit(ops []*op) {
 		}
 	}()
 	for len(ops) > 0 {
-		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{tx: btx}
+		err := s.engine.Update(func(ktx KVTx) error {
+			tx := &Tx{tx: ktx}
 			for i, o := range ops {
 				if err := o.fn(tx); err != nil {
 					return &failedOp{index: i, err: err}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 const (
@@ -29,21 +27,21 @@ var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketD
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
 type Tx struct {
-	tx *bolt.Tx
+	tx KVTx
 	// The last project's bucket and the sub-buckets opened in it: an operation touches
 	// several sub-buckets of one project, and a group commit runs dozens of operations in
 	// one transaction. Opening a nested bucket costs a cursor search and, in a read
 	// transaction, a new Bucket each time; the handles stay valid until the transaction
 	// ends, and no transaction deletes a project or a sub-bucket.
 	project       string
-	pb            *bolt.Bucket
+	pb            KVBucket
 	subs          [8]subBucket
 	nsubs         int
-	projects, due *bolt.Bucket // root buckets, opened once
+	projects, due KVBucket // root buckets, opened once
 }
 
 // projectsBucket is the root bucket of projects.
-func (t *Tx) projectsBucket() *bolt.Bucket {
+func (t *Tx) projectsBucket() KVBucket {
 	if t.projects == nil {
 		t.projects = t.tx.Bucket([]byte(bucketProjects))
 	}
@@ -51,7 +49,7 @@ func (t *Tx) projectsBucket() *bolt.Bucket {
 }
 
 // dueBucket is the root bucket of the due index.
-func (t *Tx) dueBucket() *bolt.Bucket {
+func (t *Tx) dueBucket() KVBucket {
 	if t.due == nil {
 		t.due = t.tx.Bucket([]byte(bucketDue))
 	}
@@ -60,11 +58,11 @@ func (t *Tx) dueBucket() *bolt.Bucket {
 
 type subBucket struct {
 	name string
-	b    *bolt.Bucket
+	b    KVBucket
 }
 
 // projectBucket returns a project's bucket, nil when it does not exist.
-func (t *Tx) projectBucket(project string) *bolt.Bucket {
+func (t *Tx) projectBucket(project string) KVBucket {
 	if t.pb != nil && t.project == project {
 		return t.pb
 	}
@@ -76,7 +74,7 @@ func (t *Tx) projectBucket(project string) *bolt.Bucket {
 }
 
 // cachedSub returns the project bucket p's sub-bucket name if it was opened before.
-func (t *Tx) cachedSub(p *bolt.Bucket, name string) *bolt.Bucket {
+func (t *Tx) cachedSub(p KVBucket, name string) KVBucket {
 	if p != t.pb {
 		return nil
 	}
@@ -89,7 +87,7 @@ func (t *Tx) cachedSub(p *bolt.Bucket, name string) *bolt.Bucket {
 }
 
 // keepSub remembers the project bucket p's sub-bucket name (the first few only).
-func (t *Tx) keepSub(p *bolt.Bucket, name string, b *bolt.Bucket) {
+func (t *Tx) keepSub(p KVBucket, name string, b KVBucket) {
 	if p == t.pb && b != nil && t.nsubs < len(t.subs) {
 		t.subs[t.nsubs] = subBucket{name: name, b: b}
 		t.nsubs++
@@ -98,7 +96,7 @@ func (t *Tx) keepSub(p *bolt.Bucket, name string, b *bolt.Bucket) {
 
 // bucket returns a project's sub-bucket, or nil when the project does not exist (reads
 // then find nothing; writes fail with ErrNotFound).
-func (t *Tx) bucket(project, name string) *bolt.Bucket {
+func (t *Tx) bucket(project, name string) KVBucket {
 	p := t.projectBucket(project)
 	if p == nil {
 		return nil
@@ -113,7 +111,7 @@ func (t *Tx) bucket(project, name string) *bolt.Bucket {
 
 // writeBucket returns a project's sub-bucket for writing, creating it if the project
 // predates it (data files from older versions).
-func (t *Tx) writeBucket(project, name string) (*bolt.Bucket, error) {
+func (t *Tx) writeBucket(project, name string) (KVBucket, error) {
 	p := t.projectBucket(project)
 	if p == nil {
 		return nil, fmt.Errorf("project %q: %w", project, ErrNotFound)
@@ -129,7 +127,7 @@ func (t *Tx) writeBucket(project, name string) (*bolt.Bucket, error) {
 	return b, nil
 }
 
-func put(b *bolt.Bucket, key string, v any) error {
+func put(b KVBucket, key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -137,7 +135,7 @@ func put(b *bolt.Bucket, key string, v any) error {
 	return b.Put([]byte(key), data)
 }
 
-func get(b *bolt.Bucket, key string, v any) error {
+func get(b KVBucket, key string, v any) error {
 	if b == nil {
 		return ErrNotFound
 	}
@@ -321,7 +319,7 @@ func (t *Tx) DeleteLogsBefore(project, before string, limit int) (int, error) {
 // pageFull reports whether a page of size stored bytes has reached maxBytes (0: never).
 func pageFull(size, maxBytes int) bool { return maxBytes > 0 && size >= maxBytes }
 
-func scanBackward(b *bolt.Bucket, before string, fn func(k, v []byte) (bool, error)) error {
+func scanBackward(b KVBucket, before string, fn func(k, v []byte) (bool, error)) error {
 	c := b.Cursor()
 	var k, v []byte
 	if before == "" {
@@ -344,7 +342,7 @@ func scanBackward(b *bolt.Bucket, before string, fn func(k, v []byte) (bool, err
 	return nil
 }
 
-func deletePrefixBelow(b *bolt.Bucket, below string, limit int) (int, error) {
+func deletePrefixBelow(b KVBucket, below string, limit int) (int, error) {
 	if b == nil {
 		return 0, nil
 	}
