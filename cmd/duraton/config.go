@@ -67,6 +67,15 @@ type serverFlags struct {
 	AIPrices     *flowctl.AIPrices
 	// SwitchMode lets dev open a data directory made by serve, or the other way round.
 	SwitchMode bool
+	// Replicas on PostgreSQL (serve only): Store is the database's URL ("" = bbolt in
+	// DataDir); Advertise the base URL other replicas forward requests to (default
+	// http://<listen address>); LeaseTTL and LeaseGrace the leader lease (replica.go);
+	// PGMaxConns the connection pool's size.
+	Store      string
+	Advertise  string
+	LeaseTTL   time.Duration
+	LeaseGrace time.Duration
+	PGMaxConns int
 }
 
 // Token lengths: a token is a bearer secret, so a short one is guessable.
@@ -168,12 +177,18 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	f.Retention.flags(fs, e)
 	fs.StringVar(&f.AIPricesFile, "ai-prices", e.env("DURATON_AI_PRICES"), "JSON file of AI prices, USD per million input and output tokens per model: {\"models\": {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}}; empty = no prices (DURATON_AI_PRICES)")
 	fs.StringVar(&f.AdminToken, "admin-token", e.env("DURATON_ADMIN_TOKEN"), "token for GET /admin/backup (duraton backup); empty = backups off (DURATON_ADMIN_TOKEN)")
+	var pgConns int64 = 16
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e.env("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
 		fs.StringVar(&f.NextKey, "next-signing-key", e.env("DURATON_NEXT_SIGNING_KEY"), "next signing key of project \"default\" at creation (DURATON_NEXT_SIGNING_KEY); generated if empty")
 		fs.StringVar(&f.MetricsToken, "metrics-token", e.env("DURATON_METRICS_TOKEN"), "bearer token a /metrics scrape must send; empty = /metrics is open (DURATON_METRICS_TOKEN)")
 		fs.StringVar(&f.AllowCIDRs, "allow-cidrs", e.env("DURATON_ALLOW_CIDRS"), "comma-separated CIDRs that destinations may resolve to despite being private/loopback (DURATON_ALLOW_CIDRS)")
+		fs.StringVar(&f.Store, "store", e.env("DURATON_STORE"), "postgres://... to share a PostgreSQL database with other replicas; empty = bbolt in --data (DURATON_STORE)")
+		fs.StringVar(&f.Advertise, "advertise", e.env("DURATON_ADVERTISE"), "base URL other replicas reach this one at, when it leads; default http://<listen address> (DURATON_ADVERTISE)")
+		fs.DurationVar(&f.LeaseTTL, "lease-ttl", e.duration("DURATON_LEASE_TTL", 10*time.Second), "leader lease length on PostgreSQL: a dead leader's work is taken over after this plus --lease-grace (DURATON_LEASE_TTL)")
+		fs.DurationVar(&f.LeaseGrace, "lease-grace", e.duration("DURATON_LEASE_GRACE", 2*time.Second), "wait after a lease expires before taking it over (DURATON_LEASE_GRACE)")
+		fs.Int64Var(&pgConns, "pg-max-conns", e.int64("DURATON_PG_MAX_CONNS", 16), "PostgreSQL connections per replica (DURATON_PG_MAX_CONNS)")
 	}
 	// A malformed flag value is refused by fs.Parse, which names the flag on stderr.
 	if err := fs.Parse(args); err != nil {
@@ -229,6 +244,10 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		}
 	}
 	if err := f.Retention.validate(); err != nil {
+		return f, err
+	}
+	f.PGMaxConns = int(pgConns)
+	if err := validateReplicaFlags(&f); err != nil {
 		return f, err
 	}
 	if _, err := parseLevel(f.LogLevel); err != nil {

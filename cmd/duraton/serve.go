@@ -39,21 +39,18 @@ func dataFile(dir string) string { return filepath.Join(dir, "duraton.db") }
 // runServer runs `dev` or `serve` until ctx ends. Shutdown order: stop accepting HTTP
 // requests (in-progress ones finish, so every acknowledged publish is committed), stop
 // the scheduler (no new ticks), the engine (drain in-flight attempts up to the drain
-// timeout), then close the store.
+// timeout), then close the store. With --store postgres://... it runs as one replica of
+// several instead (replica.go).
 func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	f, err := parseServerFlags(m, args, stderr, getenv)
 	if err != nil {
 		return err
 	}
 	log := newLogger(f, stderr)
-	allow, _ := parseCIDRs(f.AllowCIDRs)
-	if m == modeDev {
-		allow = append(allow, netguard.LoopbackPrefixes()...)
+	if f.Store != "" {
+		return runReplica(ctx, f, stdout, log)
 	}
-	// The listening address is added once known: deliveries never loop into our own API.
-	self := &netguard.SelfAddrs{}
-	policy := netguard.Policy{Allow: allow, Self: self}
-
+	self, policy := destinationPolicy(m, f)
 	mtr := metrics.New(dataFile(f.DataDir))
 	store, err := openStore(f.DataDir, storage.Options{OnCommit: mtr.OnCommit})
 	if err != nil {
@@ -64,61 +61,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if err := claimDataDir(m, f.DataDir, f.SwitchMode, store, stdout); err != nil {
 		return err
 	}
-	token, project, err := ensureDefaultProject(ctx, m, f, store)
-	if err != nil {
-		return err
-	}
-	if m == modeServe && token != "" {
-		// Printed as soon as it is stored: if the start fails below, it is not lost.
-		fmt.Fprintf(stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
-	}
-	engineCfg := delivery.Config{
-		MaxInFlight:    f.MaxInFlight,
-		ProjectCeiling: f.ProjectCeiling,
-		ProjectShare:   f.ProjectShare,
-		MaxFlowKeys:    f.MaxFlowKeys,
-		DefaultTimeout: f.DefaultTimeout,
-		DrainTimeout:   f.DrainTimeout,
-		Destinations:   policy,
-		AIPrices:       f.AIPrices,
-		Observer:       mtr,
-		Logger:         log,
-	}
-	f.Retention.apply(&engineCfg)
-	engine, err := delivery.New(engineCfg, store)
-	if err != nil {
-		return err
-	}
-	mtr.WatchEngine(engine.Stats)
-	sched := schedule.New(schedule.Config{Logger: log}, store, engine)
-	nat, err := native.New(native.Config{CheckURL: policy.CheckURL, Logger: log}, store, engine)
-	if err != nil {
-		return err
-	}
-	cons, err := console.New(console.Config{
-		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat,
-		ProjectForToken: func(ctx context.Context, token string) (string, error) {
-			return engine.ProjectForToken(ctx, server.TokenHash(token))
-		},
-	}, engine)
-	if err != nil {
-		return err
-	}
-	srv, err := server.New(server.Config{
-		MaxBodyBytes:     f.MaxBodyBytes,
-		HookRate:         float64(f.HookRate),
-		HookBurst:        int(5 * f.HookRate),
-		CheckDestination: policy.CheckURL,
-		Metrics:          mtr.Handler(f.MetricsToken),
-		Schedules:        sched,
-		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
-		Native:           nat,
-		TokenlessProject: tokenlessProject(m, project.ID),
-		AdminToken:       f.AdminToken,
-		Backup:           store.Backup,
-		Console:          cons,
-		Logger:           log,
-	}, engine)
+	n, err := newNode(ctx, nodeDeps{m: m, f: f, store: store, policy: policy, mtr: mtr, log: log, now: time.Now, stdout: stdout})
 	if err != nil {
 		return err
 	}
@@ -130,19 +73,8 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 		ln.Close()
 		return err
 	}
-	if err := engine.Start(ctx); err != nil {
+	if err := n.start(ctx); err != nil {
 		ln.Close()
-		return err
-	}
-	if err := sched.Start(ctx); err != nil {
-		ln.Close()
-		engine.Stop()
-		return err
-	}
-	if err := nat.Start(ctx); err != nil { // fires debounce and batch deadlines, also those passed while down
-		ln.Close()
-		sched.Stop()
-		engine.Stop()
 		return err
 	}
 
@@ -153,16 +85,16 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	if m == modeDev {
 		fmt.Fprintf(stdout, "export QSTASH_URL=%s\nexport QSTASH_TOKEN=%s\nexport QSTASH_CURRENT_SIGNING_KEY=%s\nexport QSTASH_NEXT_SIGNING_KEY=%s\n",
-			baseURL, token, project.CurrentSigningKey, project.NextSigningKey)
+			baseURL, n.token, n.project.CurrentSigningKey, n.project.NextSigningKey)
 		// The native API's and the CLI verbs' names for the same URL and token.
-		fmt.Fprintf(stdout, "export DURATON_URL=%s\nexport DURATON_TOKEN=%s\n", baseURL, token)
+		fmt.Fprintf(stdout, "export DURATON_URL=%s\nexport DURATON_TOKEN=%s\n", baseURL, n.token)
 	} else {
 		fmt.Fprintf(stdout, "listening on %s\n", baseURL)
 	}
 	log.Info("duraton listening", "mode", string(m), "url", baseURL, "data", store.Path())
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- n.srv.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
@@ -170,13 +102,139 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	log.Info("shutting down")
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	if serr := srv.Shutdown(shutCtx); serr != nil {
+	if serr := n.srv.Shutdown(shutCtx); serr != nil {
 		log.Warn("http shutdown", "err", serr)
 	}
-	nat.Stop()
-	sched.Stop()
-	engine.Stop()
+	n.stop()
 	return err
+}
+
+// destinationPolicy decides where deliveries may connect: public addresses, the
+// allow-listed CIDRs, loopback in dev mode, never this server itself (its listening
+// address is added to self once known).
+func destinationPolicy(m mode, f serverFlags) (*netguard.SelfAddrs, netguard.Policy) {
+	allow, _ := parseCIDRs(f.AllowCIDRs)
+	if m == modeDev {
+		allow = append(allow, netguard.LoopbackPrefixes()...)
+	}
+	self := &netguard.SelfAddrs{}
+	return self, netguard.Policy{Allow: allow, Self: self}
+}
+
+// nodeDeps is what a node is built from.
+type nodeDeps struct {
+	m      mode
+	f      serverFlags
+	store  *storage.Store
+	policy netguard.Policy
+	mtr    *metrics.Metrics
+	log    *slog.Logger
+	now    func() time.Time // the clock of every decision (a replica's is the database's)
+	stdout io.Writer
+}
+
+// node is one running Duraton over a store: the delivery engine, schedules, native
+// workflows and the HTTP server.
+type node struct {
+	engine  *delivery.Engine
+	sched   *schedule.Scheduler
+	nat     *native.Service
+	srv     *server.Server
+	token   string // the default project's token (dev: always; serve: when just made)
+	project *delivery.Project
+}
+
+// newNode makes sure the default project exists and builds the node (not started).
+func newNode(ctx context.Context, d nodeDeps) (*node, error) {
+	m, f, store, log := d.m, d.f, d.store, d.log
+	token, project, err := ensureDefaultProject(ctx, m, f, store)
+	if err != nil {
+		return nil, err
+	}
+	if m == modeServe && token != "" {
+		// Printed as soon as it is stored: if the start fails below, it is not lost.
+		fmt.Fprintf(d.stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
+	}
+	engineCfg := delivery.Config{
+		MaxInFlight:    f.MaxInFlight,
+		ProjectCeiling: f.ProjectCeiling,
+		ProjectShare:   f.ProjectShare,
+		MaxFlowKeys:    f.MaxFlowKeys,
+		DefaultTimeout: f.DefaultTimeout,
+		DrainTimeout:   f.DrainTimeout,
+		Destinations:   d.policy,
+		AIPrices:       f.AIPrices,
+		Observer:       d.mtr,
+		Now:            d.now,
+		Logger:         log,
+	}
+	f.Retention.apply(&engineCfg)
+	engine, err := delivery.New(engineCfg, store)
+	if err != nil {
+		return nil, err
+	}
+	d.mtr.WatchEngine(engine.Stats)
+	sched := schedule.New(schedule.Config{Now: d.now, Logger: log}, store, engine)
+	nat, err := native.New(native.Config{CheckURL: d.policy.CheckURL, Now: d.now, Logger: log}, store, engine)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := console.New(console.Config{
+		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat,
+		ProjectForToken: func(ctx context.Context, token string) (string, error) {
+			return engine.ProjectForToken(ctx, server.TokenHash(token))
+		},
+	}, engine)
+	if err != nil {
+		return nil, err
+	}
+	var backup server.Backup
+	if store.Path() != "" {
+		backup = store.Backup // on PostgreSQL, pg_dump does it
+	}
+	srv, err := server.New(server.Config{
+		MaxBodyBytes:     f.MaxBodyBytes,
+		HookRate:         float64(f.HookRate),
+		HookBurst:        int(5 * f.HookRate),
+		CheckDestination: d.policy.CheckURL,
+		Metrics:          d.mtr.Handler(f.MetricsToken),
+		Schedules:        sched,
+		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
+		Native:           nat,
+		TokenlessProject: tokenlessProject(m, project.ID),
+		AdminToken:       f.AdminToken,
+		Backup:           backup,
+		Console:          cons,
+		Logger:           log,
+	}, engine)
+	if err != nil {
+		return nil, err
+	}
+	return &node{engine: engine, sched: sched, nat: nat, srv: srv, token: token, project: project}, nil
+}
+
+// start starts the engine, the schedules and the native flusher.
+func (n *node) start(ctx context.Context) error {
+	if err := n.engine.Start(ctx); err != nil {
+		return err
+	}
+	if err := n.sched.Start(ctx); err != nil {
+		n.engine.Stop()
+		return err
+	}
+	if err := n.nat.Start(ctx); err != nil { // fires debounce and batch deadlines, also those passed while down
+		n.sched.Stop()
+		n.engine.Stop()
+		return err
+	}
+	return nil
+}
+
+// stop stops what start started, the engine last (it drains in-flight attempts).
+func (n *node) stop() {
+	n.nat.Stop()
+	n.sched.Stop()
+	n.engine.Stop()
 }
 
 // tokenlessProject is the project tokenless native-API requests run as: the dev project

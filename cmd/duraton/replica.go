@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/server/metrics"
+	"github.com/duraton/duraton/server/replica"
+	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/pg"
+)
+
+// Replicas on PostgreSQL. Every replica serves the whole API. One of them, the holder
+// of the leader lease (storage/pg lease.go), runs the delivery engine over the shared
+// database; the others forward each request to it (server/replica) and try to take the
+// lease whenever it is free. So every limit is enforced by one scheduler and is exact
+// across replicas, and the lease's epoch fences the leader's writes: a replica that
+// lost the lease cannot write after another took over.
+//
+// Liveness: the leader renews the lease every TTL/5. It fences itself (exits, cancelling
+// its deliveries) when no renewal has succeeded for TTL - TTL/5 by its monotonic clock,
+// while a follower takes over only once the lease has been expired for the grace period
+// by the database's clock. A follower that takes over starts the engine as at any
+// start-up: deliveries the dead leader had in flight go back to their waitlists with
+// their slots given back, and are sent again without spending a retry.
+
+// validateReplicaFlags checks the PostgreSQL replica flags.
+func validateReplicaFlags(f *serverFlags) error {
+	if f.Store == "" {
+		return nil
+	}
+	if !strings.HasPrefix(f.Store, "postgres://") && !strings.HasPrefix(f.Store, "postgresql://") {
+		return errors.New("--store (DURATON_STORE) must be a postgres:// URL, or empty for bbolt in --data")
+	}
+	if f.LeaseTTL < time.Second || f.LeaseTTL > 5*time.Minute {
+		return fmt.Errorf("--lease-ttl (DURATON_LEASE_TTL) must be between 1s and 5m, got %s", f.LeaseTTL)
+	}
+	if f.LeaseGrace < 0 || f.LeaseGrace > f.LeaseTTL {
+		return fmt.Errorf("--lease-grace (DURATON_LEASE_GRACE) must be between 0 and --lease-ttl, got %s", f.LeaseGrace)
+	}
+	if f.PGMaxConns < 2 || f.PGMaxConns > 1000 {
+		return fmt.Errorf("--pg-max-conns (DURATON_PG_MAX_CONNS) must be between 2 and 1000, got %d", f.PGMaxConns)
+	}
+	if f.Advertise != "" {
+		u, err := url.Parse(f.Advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--advertise (DURATON_ADVERTISE) must be an http(s) base URL, got %q", f.Advertise)
+		}
+	}
+	return nil
+}
+
+// errSelfFenced ends a leader that can no longer prove it holds the lease.
+var errSelfFenced = errors.New("leader lease lost or not renewed in time: stopping so that another replica can take over")
+
+func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.Logger) error {
+	eng, err := pg.Open(ctx, pg.Config{URL: f.Store, MaxConns: f.PGMaxConns})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	id := newReplicaID()
+	log = log.With("replica", id)
+
+	self, policy := destinationPolicy(modeServe, f)
+	ln, err := net.Listen("tcp", f.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.Addr, err)
+	}
+	if err := self.Add(ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
+	advertise := f.Advertise
+	if advertise == "" {
+		advertise = "http://" + ln.Addr().String()
+	}
+	var local atomic.Pointer[http.Handler] // the node's API handler once this replica leads
+	fwd, err := replica.New(replica.Config{
+		Local: func() http.Handler {
+			if h := local.Load(); h != nil {
+				return *h
+			}
+			return nil
+		},
+		Self:         id,
+		MaxBodyBytes: max(f.MaxBodyBytes, 16<<20), // the largest body any route takes (a batch)
+		Leader: func(ctx context.Context) (string, error) {
+			l, err := eng.Leader(ctx)
+			if err != nil || !l.Live || l.Holder == id {
+				return "", err
+			}
+			return l.Addr, nil
+		},
+		Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var handler atomic.Pointer[http.Handler]
+	var h http.Handler = fwd
+	handler.Store(&h)
+	httpSrv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	fmt.Fprintf(stdout, "listening on http://%s (replica %s)\n", ln.Addr(), id)
+	log.Info("duraton replica listening, following", "url", "http://"+ln.Addr().String(), "advertise", advertise)
+
+	shutdownHTTP := func() {
+		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		if err := httpSrv.Shutdown(shutCtx); err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+	}
+
+	// Follow until the lease is free.
+	renewEvery := f.LeaseTTL / 5
+	tick := time.NewTicker(renewEvery)
+	defer tick.Stop()
+	var epoch int64
+	var leaseFrom time.Time // when the last successful take or renewal was sent (monotonic)
+	for epoch == 0 {
+		sent := time.Now()
+		epoch, err = eng.TryLead(ctx, id, advertise, f.LeaseTTL, f.LeaseGrace)
+		if err != nil {
+			log.Warn("try to take the leader lease", "err", err)
+		}
+		if epoch != 0 {
+			leaseFrom = sent
+			break
+		}
+		select {
+		case <-ctx.Done():
+			shutdownHTTP()
+			return nil
+		case err := <-serveErr:
+			return err
+		case <-tick.C:
+		}
+	}
+	eng.Fence(id, epoch)
+	log.Info("took the leader lease", "epoch", epoch)
+
+	n, store, err := lead(ctx, eng, f, policy, stdout, log)
+	if err != nil {
+		httpSrv.Close()
+		return err
+	}
+	var nh http.Handler = n.srv.Handler()
+	local.Store(&nh)
+	handler.Store(&nh)
+	fmt.Fprintf(stdout, "leading (epoch %d)\n", epoch)
+
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down; resigning the leader lease")
+			shutdownHTTP()
+			n.stop()
+			if err := store.Close(); err != nil { // waits for queued writes
+				log.Warn("close the store", "err", err)
+			}
+			if err := eng.Resign(context.WithoutCancel(ctx), id, epoch); err != nil {
+				log.Warn("resign the leader lease", "err", err)
+			}
+			return nil
+		case err := <-serveErr:
+			n.stop()
+			return err
+		case <-tick.C:
+			sent := time.Now()
+			err := eng.Renew(ctx, id, epoch, f.LeaseTTL)
+			switch {
+			case err == nil:
+				leaseFrom = sent
+			case errors.Is(err, pg.ErrLeaseLost) || time.Since(leaseFrom) > f.LeaseTTL-renewEvery:
+				// No draining: another replica may be sending these deliveries already.
+				log.Error("leader lease lost", "epoch", epoch, "err", err, "since_renewal", time.Since(leaseFrom).String())
+				httpSrv.Close()
+				return errSelfFenced
+			default:
+				log.Warn("renew the leader lease", "err", err)
+			}
+		}
+	}
+}
+
+// lead builds and starts the node over the shared database, on the database's clock.
+func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Policy, stdout io.Writer, log *slog.Logger) (*node, *storage.Store, error) {
+	offset, err := eng.ClockOffset(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("database clock", "offset", offset.String())
+	now := func() time.Time { return time.Now().Add(offset) }
+	mtr := metrics.New("")
+	store, err := storage.OpenEngine(eng, storage.Options{OnCommit: mtr.OnCommit})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := claimDataDir(modeServe, "(the PostgreSQL database)", false, store, stdout); err != nil {
+		return nil, nil, err
+	}
+	n, err := newNode(ctx, nodeDeps{m: modeServe, f: f, store: store, policy: policy, mtr: mtr, log: log, now: now, stdout: stdout})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := n.start(ctx); err != nil {
+		return nil, nil, err
+	}
+	return n, store, nil
+}
+
+func newReplicaID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
+	return "r-" + hex.EncodeToString(b)
+}

@@ -1,0 +1,267 @@
+// Package replica is the HTTP face of a follower replica on a shared database: it
+// forwards every API request to the replica that leads (runs the delivery engine), and
+// answers /healthz and /readyz itself. Followers keep no engine state, so every replica
+// serves the whole API, and a client needs no idea which one leads.
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// ForwardedHeader marks a forwarded request; a replica that receives one and does not
+// lead answers 503 instead of forwarding it again (no loops while leadership moves).
+const ForwardedHeader = "Duraton-Forwarded-By"
+
+// Config configures a Forwarder.
+type Config struct {
+	// Self is this replica's id (sent in ForwardedHeader).
+	Self string
+	// Leader returns the leading replica's base URL, "" when no replica leads now.
+	Leader func(ctx context.Context) (string, error)
+	// Local returns this replica's own API handler once it leads (nil while it follows):
+	// a request that waited through a takeover this replica won is served here.
+	Local func() http.Handler
+	// WaitForLeader is how long a request waits for a leader while none leads (a
+	// takeover in progress) before it is answered 503. Default 15s.
+	WaitForLeader time.Duration
+	// CacheFor is how long a leader address is reused before it is read again; a failed
+	// forward reads it again at once. Default 1s.
+	CacheFor time.Duration
+	// MaxBodyBytes caps a forwarded request's body: the largest any route of the leader
+	// accepts (its per-route limits still apply there). Default 16 MiB.
+	MaxBodyBytes int64
+	// Transport sends forwarded requests. Default: a clone of http.DefaultTransport.
+	Transport http.RoundTripper
+	// Now is the clock. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.WaitForLeader <= 0 {
+		c.WaitForLeader = 15 * time.Second
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 16 << 20
+	}
+	if c.CacheFor <= 0 {
+		c.CacheFor = time.Second
+	}
+	if c.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		c.Transport = t
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Forwarder is a follower's handler.
+type Forwarder struct {
+	cfg Config
+
+	mu     sync.Mutex
+	leader *url.URL
+	readAt time.Time
+}
+
+// New makes a Forwarder. Leader is required.
+func New(cfg Config) (*Forwarder, error) {
+	if cfg.Leader == nil {
+		return nil, errors.New("replica: Config.Leader is required")
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, errors.New("replica: Config.MaxBodyBytes must not be negative")
+	}
+	return &Forwarder{cfg: cfg.withDefaults()}, nil
+}
+
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok","role":"follower"}`))
+		return
+	case "/readyz":
+		if _, err := f.target(r.Context(), false); err != nil {
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ready","role":"follower"}`))
+		return
+	}
+	if r.Header.Get(ForwardedHeader) != "" {
+		writeError(w, http.StatusServiceUnavailable, "leadership moved while the request was forwarded; retry")
+		return
+	}
+	// The body is read first (within the leader's own limit), so that a request whose
+	// leader is gone before it could be sent is sent again to the next one.
+	body, err := io.ReadAll(io.LimitReader(r.Body, f.cfg.MaxBodyBytes+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read request body: "+err.Error())
+		return
+	}
+	if int64(len(body)) > f.cfg.MaxBodyBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", f.cfg.MaxBodyBytes))
+		return
+	}
+	deadline := f.cfg.Now().Add(f.cfg.WaitForLeader)
+	for {
+		if local := f.local(); local != nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			local.ServeHTTP(w, r)
+			return
+		}
+		target, err := f.target(r.Context(), true)
+		if errors.Is(err, errLocal) {
+			continue
+		}
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		resp, err := f.cfg.Transport.RoundTrip(f.outgoing(r, target, body))
+		if err == nil {
+			copyResponse(w, resp)
+			return
+		}
+		f.forget()
+		if !notSent(err) || f.cfg.Now().After(deadline) || r.Context().Err() != nil {
+			// It may have reached the leader: sending it again could do it twice.
+			f.cfg.Logger.Warn("forward to leader failed", "err", err, "path", r.URL.Path)
+			writeError(w, http.StatusBadGateway, "the leading replica did not answer: "+err.Error()+"; retry")
+			return
+		}
+		select { // the leader is gone: wait for the next one
+		case <-r.Context().Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *Forwarder) local() http.Handler {
+	if f.cfg.Local == nil {
+		return nil
+	}
+	return f.cfg.Local()
+}
+
+// notSent reports whether err says the request never reached the leader (it could not
+// be dialled), so it may be sent again.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// hopHeaders are the hop-by-hop headers a proxy does not pass on (RFC 9110 §7.6.1).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// outgoing is r addressed to the leader.
+func (f *Forwarder) outgoing(r *http.Request, target *url.URL, body []byte) *http.Request {
+	out := r.Clone(r.Context())
+	u := *r.URL
+	u.Scheme, u.Host = target.Scheme, target.Host
+	out.URL, out.RequestURI = &u, ""
+	out.Host = r.Host // the leader sees the client's host, as if asked directly
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		prior := r.Header.Get("X-Forwarded-For")
+		if prior != "" {
+			ip = prior + ", " + ip
+		}
+		out.Header.Set("X-Forwarded-For", ip)
+	}
+	out.Header.Set(ForwardedHeader, f.cfg.Self)
+	return out
+}
+
+func copyResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for _, h := range hopHeaders {
+		resp.Header.Del(h)
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body) // a broken stream shows as a short body to the client
+}
+
+// target is the leader's URL: cached, else read; with wait, it waits for a leader while
+// none leads.
+func (f *Forwarder) target(ctx context.Context, wait bool) (*url.URL, error) {
+	f.mu.Lock()
+	if f.leader != nil && f.cfg.Now().Sub(f.readAt) < f.cfg.CacheFor {
+		u := f.leader
+		f.mu.Unlock()
+		return u, nil
+	}
+	f.mu.Unlock()
+	deadline := f.cfg.Now().Add(f.cfg.WaitForLeader)
+	for {
+		addr, err := f.cfg.Leader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if addr != "" {
+			u, err := url.Parse(addr)
+			if err != nil {
+				return nil, err
+			}
+			f.mu.Lock()
+			f.leader, f.readAt = u, f.cfg.Now()
+			f.mu.Unlock()
+			return u, nil
+		}
+		if f.local() != nil {
+			return nil, errLocal
+		}
+		if !wait || f.cfg.Now().After(deadline) {
+			return nil, errors.New("no replica leads right now (a takeover is in progress or every replica is down); retry")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// errLocal: this replica took the lease while the request waited.
+var errLocal = errors.New("replica: this replica leads now")
+
+func (f *Forwarder) forget() {
+	f.mu.Lock()
+	f.leader = nil
+	f.mu.Unlock()
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}

@@ -1,0 +1,11 @@
+// Package pg is the PostgreSQL storage engine: storage's buckets of ordered keys (the
+// engine seam in storage/kv.go) kept in two tables, so every Tx method, record codec and
+// engine behaviour runs unchanged on a database several `duraton serve` replicas share.
+//
+// It owns the schema (embedded migrations, applied on open under an advisory lock, so
+// replicas starting together apply each once), the transactions (one short SQL
+// transaction per group commit; none is ever held across an HTTP delivery), and the
+// leader lease (lease.go): one replica at a time runs the delivery engine, and every
+// transaction it writes is fenced by the lease's epoch, so a replica that lost the lease
+// cannot write after another took over.
+package pg

@@ -1,0 +1,185 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/duraton/duraton/storage"
+)
+
+// Config configures the engine. URL is required; zero fields take the defaults.
+type Config struct {
+	// URL is a postgres:// connection string (libpq's keywords work too).
+	URL string
+	// MaxConns caps the connection pool. Default 16: the group committer uses one at a
+	// time, the rest serve reads and the lease.
+	MaxConns int
+	// StatementTimeout bounds every statement, so a stuck database fails writes instead
+	// of hanging the committer. Default 30s.
+	StatementTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxConns <= 0 {
+		c.MaxConns = 16
+	}
+	if c.StatementTimeout <= 0 {
+		c.StatementTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Validate reports the first field out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("pg: URL is required")
+	case c.MaxConns < 0:
+		return errors.New("pg: MaxConns must not be negative")
+	case c.StatementTimeout < 0:
+		return errors.New("pg: StatementTimeout must not be negative")
+	}
+	return nil
+}
+
+// Engine is storage.Engine on PostgreSQL. It is safe for concurrent use.
+type Engine struct {
+	pool *pgxpool.Pool
+	cfg  Config
+
+	// ctx bounds every statement; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	buckets sync.Map // bucketKey -> int64: ids of committed buckets (never deleted)
+
+	fence atomic.Pointer[fence] // set once this process leads: every write is checked
+}
+
+// fence is the lease a write must still hold.
+type fence struct {
+	holder string
+	epoch  int64
+}
+
+type bucketKey struct {
+	parent int64
+	name   string
+}
+
+var _ storage.Engine = (*Engine)(nil)
+
+// Open connects, applies the migrations the database lacks and returns the engine.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pg: connection string: %w", err)
+	}
+	pc.MaxConns = int32(cfg.MaxConns)
+	pc.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cfg.StatementTimeout.Milliseconds())
+	// A session that dies with a transaction open must not hold back vacuum.
+	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(cfg.StatementTimeout.Milliseconds())
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pg: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pg: connect: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	e := &Engine{pool: pool, cfg: cfg}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// Close cancels what is running and closes the pool.
+func (e *Engine) Close() error {
+	e.cancel()
+	e.pool.Close()
+	return nil
+}
+
+// Pool is the connection pool (the lease and tests use it).
+func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
+
+// View runs fn in a read-only REPEATABLE READ transaction: one snapshot.
+func (e *Engine) View(fn func(storage.KVTx) error) error {
+	return e.run(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
+}
+
+// Update runs fn in a read-write transaction and commits it (PostgreSQL's commit is
+// durable: synchronous_commit must stay on, the default). When this process leads, the
+// transaction first takes a share lock on the lease row and checks the epoch: a takeover
+// waits for it, and after a takeover it fails with storage.ErrFenced.
+func (e *Engine) Update(fn func(storage.KVTx) error) error {
+	return e.run(pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, true, fn)
+}
+
+func (e *Engine) run(opts pgx.TxOptions, write bool, fn func(storage.KVTx) error) error {
+	ctx := e.ctx
+	ptx, err := e.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("pg: begin: %w", err)
+	}
+	defer ptx.Rollback(context.Background()) //nolint:errcheck // after Commit it is a no-op
+	if write {
+		if err := e.checkFence(ctx, ptx); err != nil {
+			return err
+		}
+	}
+	t := &tx{e: e, ctx: ctx, ptx: ptx, write: write}
+	ferr := fn(t)
+	if t.err != nil {
+		return t.err // a failed read or write fails the whole transaction
+	}
+	if ferr != nil {
+		return ferr
+	}
+	if !write {
+		return nil
+	}
+	if err := t.flushAll(); err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return fmt.Errorf("pg: commit: %w", err)
+	}
+	for k, id := range t.created {
+		e.buckets.Store(k, id)
+	}
+	return nil
+}
+
+// checkFence fails the transaction unless this process still holds the lease it led
+// with (when it leads at all).
+func (e *Engine) checkFence(ctx context.Context, ptx pgx.Tx) error {
+	f := e.fence.Load()
+	if f == nil {
+		return nil
+	}
+	var ok bool
+	err := ptx.QueryRow(ctx, `SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
+		f.holder, f.epoch).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.ErrFenced
+	}
+	if err != nil {
+		return fmt.Errorf("pg: check lease: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The leader lease: one row (duraton_leader) says which replica runs the delivery engine
+// and until when, by the database's clock. A takeover bumps epoch, the fencing token;
+// every write of the leader checks it (Engine.Update), under a share lock that makes a
+// takeover wait for the writes in progress. Times are the database's (clock_timestamp()),
+// so replicas' clocks never decide who leads; a replica only measures, with its monotonic
+// clock, how long ago its last renewal succeeded (self-fencing: see Lease in
+// cmd/duraton).
+
+// Leader is the lease as stored.
+type Leader struct {
+	Holder string
+	Addr   string // the leader's base URL, where followers forward requests
+	Epoch  int64
+	// Live: the lease has not expired by the database's clock.
+	Live bool
+}
+
+// Leader reads the lease.
+func (e *Engine) Leader(ctx context.Context) (Leader, error) {
+	var l Leader
+	err := e.pool.QueryRow(ctx, `SELECT holder, addr, epoch, lease_until > clock_timestamp() FROM duraton_leader WHERE id = 1`).
+		Scan(&l.Holder, &l.Addr, &l.Epoch, &l.Live)
+	if err != nil {
+		return Leader{}, fmt.Errorf("pg: read lease: %w", err)
+	}
+	return l, nil
+}
+
+// TryLead takes the lease for holder if it is free: never held, resigned, or expired for
+// longer than grace (the grace covers a leader whose renewal is late but that has not
+// yet fenced itself). It returns the new epoch, or 0 when another replica leads.
+func (e *Engine) TryLead(ctx context.Context, holder, addr string, ttl, grace time.Duration) (int64, error) {
+	var epoch int64
+	err := e.pool.QueryRow(ctx, `UPDATE duraton_leader
+		SET holder = $1, addr = $2, epoch = epoch + 1, lease_until = clock_timestamp() + $3::interval
+		WHERE id = 1 AND (holder = '' OR lease_until < clock_timestamp() - $4::interval)
+		RETURNING epoch`, holder, addr, ttl, grace).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pg: take lease: %w", err)
+	}
+	return epoch, nil
+}
+
+// ErrLeaseLost is returned by Renew when another replica took the lease over.
+var ErrLeaseLost = errors.New("pg: the leader lease was taken over by another replica")
+
+// Renew extends holder's lease by ttl from now (database time). It fails with
+// ErrLeaseLost once another replica took over.
+func (e *Engine) Renew(ctx context.Context, holder string, epoch int64, ttl time.Duration) error {
+	tag, err := e.pool.Exec(ctx, `UPDATE duraton_leader SET lease_until = clock_timestamp() + $3::interval
+		WHERE id = 1 AND holder = $1 AND epoch = $2`, holder, epoch, ttl)
+	if err != nil {
+		return fmt.Errorf("pg: renew lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Resign gives the lease up at once (a clean shutdown), so a follower takes over without
+// waiting for it to expire.
+func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
+	_, err := e.pool.Exec(ctx, `UPDATE duraton_leader SET lease_until = '-infinity', holder = ''
+		WHERE id = 1 AND holder = $1 AND epoch = $2`, holder, epoch)
+	if err != nil {
+		return fmt.Errorf("pg: resign lease: %w", err)
+	}
+	return nil
+}
+
+// Fence makes every later Update check that holder still holds the lease at epoch: from
+// here on this process writes as the leader.
+func (e *Engine) Fence(holder string, epoch int64) {
+	e.fence.Store(&fence{holder: holder, epoch: epoch})
+}
+
+// ClockOffset is how far the database's clock is ahead of this process's, measured over
+// one round trip (its midpoint). The leader runs its engine on time.Now()+offset, so
+// rate windows and GCRA times it stores mean the same to the next leader.
+func (e *Engine) ClockOffset(ctx context.Context) (time.Duration, error) {
+	before := time.Now()
+	var db time.Time
+	if err := e.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+		return 0, fmt.Errorf("pg: read clock: %w", err)
+	}
+	after := time.Now()
+	mid := before.Add(after.Sub(before) / 2)
+	return db.Sub(mid), nil
+}
