@@ -13,13 +13,14 @@ const modulePath = "github.com/duraton/duraton"
 
 // allowedImports is DESIGN.md's "Who may import whom" for every package of the module:
 // the module packages each may import directly. Sub-packages of a folder belong to it
-// (delivery/sched is delivery's), test-support packages (storagetest, deliverytest,
-// servertest) may
-// import what they wire together, and no production package imports them.
+// (delivery/sched is delivery's), test-support packages (storagetest, pgtest,
+// deliverytest, servertest) may import what they wire together, and no production
+// package imports them.
 var allowedImports = map[string][]string{
 	"flowctl":               {},
 	"storage":               {"flowctl"},
 	"storage/storagetest":   {"storage"},
+	"storage/pg/pgtest":     {"storage", "storage/pg"},
 	"delivery/sched":        {"storage", "flowctl"},
 	"delivery/netguard":     {},
 	"delivery/retrydelay":   {},
@@ -38,7 +39,7 @@ var allowedImports = map[string][]string{
 }
 
 // testSupport are the packages only tests (and cmd's benchmarks) may import.
-var testSupport = []string{"storage/storagetest", "delivery/deliverytest", "server/servertest"}
+var testSupport = []string{"storage/storagetest", "storage/pg/pgtest", "delivery/deliverytest", "server/servertest"}
 
 // TestImportRules fails when a package imports a module package DESIGN.md does not allow
 // it, or when a package appears that the table does not know.
