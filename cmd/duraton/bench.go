@@ -52,8 +52,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (with --server=external: of the server process only)")
 	serverMode := fs.String("server", "inprocess", "inprocess: everything in one process; external: the server in a child process, with its CPU per message")
+	store := fs.String("store", "", "postgres:// URL of an empty database to run the server on (needs --server=external); empty: a fresh bbolt file")
+	replicas := fs.Int("replicas", 0, "with --store: run this many `duraton serve` replicas on it instead of one bench server, publishing through all of them")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
+	}
+	if err := checkBenchStore(*store, *serverMode == "external", *replicas); err != nil {
+		return err
 	}
 	if *serverMode != "inprocess" && *serverMode != "external" {
 		return fmt.Errorf("--server is inprocess or external, not %q", *serverMode)
@@ -71,7 +76,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 1 || *c < 1 || *c > 10_000 {
 		return errors.New("--messages must be ≥ 1 and --concurrency between 1 and 10000")
 	}
-	res, err := benchPublish(ctx, *n, *c, publishServer{external: external, cpuProfile: *cpuProfile}, progressWriter(stderr, *jsonOnly))
+	res, err := benchPublish(ctx, *n, *c, publishServer{external: external, cpuProfile: *cpuProfile, store: *store, replicas: *replicas}, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err
 	}
@@ -99,6 +104,8 @@ type benchResult struct {
 type publishServer struct {
 	external   bool   // in a `bench _server` child process
 	cpuProfile string // the child's CPU profile, when external
+	store      string // postgres:// URL, when not bbolt
+	replicas   int    // `duraton serve` replicas on store instead of a bench server (0: none)
 }
 
 // benchPublish runs a server on a fresh temporary store and a no-op endpoint, both on
@@ -106,11 +113,22 @@ type publishServer struct {
 // Latency is publish start → delivery received, read from a timestamp in the body.
 func benchPublish(ctx context.Context, n, c int, where publishServer, progress func(done, total int)) (benchResult, error) {
 	var serverURL string
+	var serverURLs []string // publishers take turns over these
 	var stats func() (childStats, error)
-	if where.external {
+	if where.replicas > 0 {
+		rs, err := startBenchReplicas(ctx, where.store, where.replicas, 256)
+		if err != nil {
+			return benchResult{}, err
+		}
+		defer rs.close()
+		serverURL, serverURLs, stats = rs.URLs[0], rs.URLs, rs.Stats
+	} else if where.external {
 		args := []string{"_server", "--max-in-flight", "256"}
 		if where.cpuProfile != "" {
 			args = append(args, "--cpuprofile", where.cpuProfile)
+		}
+		if where.store != "" {
+			args = append(args, "--store", where.store)
 		}
 		child, err := startBenchChild(ctx, nil, nil, args...)
 		if err != nil {
@@ -163,7 +181,13 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	defer endpoint.Close()
 
 	token := servertest.Token
-	publishURL := serverURL + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
+	if serverURLs == nil {
+		serverURLs = []string{serverURL}
+	}
+	publishURLs := make([]string, len(serverURLs))
+	for i, u := range serverURLs {
+		publishURLs[i] = u + "/v2/publish/http://" + epLn.Addr().String() + "/noop"
+	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
 	stopProgress := reportProgress(&delivered, n, progress)
 	st0, err := stats()
@@ -173,7 +197,7 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	start := time.Now()
 	publishErr := closedLoop(ctx, n, c, func(i int) error {
 		body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, publishURL, bytes.NewBufferString(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, publishURLs[i%len(publishURLs)], bytes.NewBufferString(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "text/plain")
 		resp, err := client.Do(req)

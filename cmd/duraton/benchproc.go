@@ -93,6 +93,7 @@ func runBenchServerChild(args []string, stdin io.Reader, stdout io.Writer, stder
 	inFlight := fs.Int("max-in-flight", 512, "engine MaxInFlight")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server process to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the server process to this file at exit")
+	store := fs.String("store", "", "postgres:// URL of the database to run on (empty: a fresh bbolt file)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -110,7 +111,7 @@ func runBenchServerChild(args []string, stdin io.Reader, stdout io.Writer, stder
 			}
 		}()
 	}
-	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: *inFlight}})
+	srv, err := servertest.Start(servertest.Options{Engine: delivery.Config{MaxInFlight: *inFlight}, StoreURL: *store})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func useBuiltBinaryForBenchChildren(t *testing.T) {
 // both processes' CPU per step is measured.
 func TestBenchWorkflowExternalSmall(t *testing.T) {
 	useBuiltBinaryForBenchChildren(t)
-	res, err := benchWorkflowExternal(context.Background(), 40, 3, 4, wfEndpoint{kind: "go"}, "", "", "", func(int, int) {})
+	res, err := benchWorkflowExternal(context.Background(), 40, 3, 4, wfEndpoint{kind: "go"}, benchStore{}, "", "", "", func(int, int) {})
 	require.NoError(t, err)
 	require.Equal(t, "external", res.Endpoint)
 	require.Zero(t, res.DuplicateRounds)
@@ -44,7 +44,7 @@ func TestBenchWorkflowExternalSmall(t *testing.T) {
 func TestBenchWorkflowTSSmall(t *testing.T) {
 	useBuiltBinaryForBenchChildren(t)
 	dir, _ := compatDir(t)
-	res, err := benchWorkflowExternal(context.Background(), 30, 3, 4, wfEndpoint{kind: "ts", tsDir: dir}, "", "", "", func(int, int) {})
+	res, err := benchWorkflowExternal(context.Background(), 30, 3, 4, wfEndpoint{kind: "ts", tsDir: dir}, benchStore{}, "", "", "", func(int, int) {})
 	require.NoError(t, err)
 	require.Equal(t, "ts", res.Endpoint)
 	require.Equal(t, 30, res.Runs)

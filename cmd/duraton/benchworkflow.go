@@ -54,8 +54,13 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	endpointProfile := fs.String("endpoint-cpuprofile", "", "with --endpoint=external: write the endpoint process's CPU profile to this file")
 	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step and per run; ts: as external, but the endpoint is the official @upstash/workflow serve() in a node child process")
 	tsDir := fs.String("ts-dir", filepath.Join("cmd", "duraton", "testdata", "compat"), "with --endpoint=ts: the directory holding bench/wf-endpoint.mjs and node_modules/@upstash/workflow (npm ci --prefix <dir>)")
+	store := fs.String("store", "", "postgres:// URL of an empty database to run the server on (needs --endpoint=external or ts); empty: a fresh bbolt file")
+	replicas := fs.Int("replicas", 0, "with --store: run this many `duraton serve` replicas on it instead of one bench server; runs are triggered through all of them")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	if err := checkBenchStore(*store, *endpoint != "inprocess", *replicas); err != nil {
+		return err
 	}
 	if *runs < 1 || *steps < 1 || *steps > 100 || *conc < 1 || *conc > 10_000 {
 		return errors.New("want --runs ≥ 1, --steps 1..100, --concurrency 1..10000")
@@ -67,7 +72,7 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 		if *endpoint == "ts" {
 			ep = wfEndpoint{kind: "ts", tsDir: *tsDir}
 		}
-		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, ep, *cpuProfile, *memProfile, *endpointProfile, progress)
+		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, ep, benchStore{url: *store, replicas: *replicas}, *cpuProfile, *memProfile, *endpointProfile, progress)
 		if err != nil {
 			return err
 		}

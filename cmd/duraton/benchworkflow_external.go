@@ -18,20 +18,39 @@ import (
 // _server`) and the Go SDK endpoint (`bench _wf-endpoint`) run in two child processes and
 // this process only triggers runs and waits for their "done" lines, so each side's CPU
 // time (its own getrusage, sampled before and after the measured interval) is its alone.
-func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndpoint, cpuProfile, memProfile, endpointProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
-	serverArgs := []string{"_server", "--max-in-flight", "512"}
-	if cpuProfile != "" {
-		serverArgs = append(serverArgs, "--cpuprofile", cpuProfile)
+func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndpoint, bs benchStore, cpuProfile, memProfile, endpointProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
+	var server interface{ Stats() (childStats, error) }
+	var serverURLs []string
+	if bs.replicas > 0 {
+		if cpuProfile != "" || memProfile != "" {
+			return benchWorkflowResult{}, errors.New("--cpuprofile and --memprofile profile the bench server child, not --replicas")
+		}
+		rs, err := startBenchReplicas(ctx, bs.url, bs.replicas, 512)
+		if err != nil {
+			return benchWorkflowResult{}, err
+		}
+		defer rs.close()
+		server, serverURLs = rs, rs.URLs
+	} else {
+		serverArgs := []string{"_server", "--max-in-flight", "512"}
+		if cpuProfile != "" {
+			serverArgs = append(serverArgs, "--cpuprofile", cpuProfile)
+		}
+		if memProfile != "" {
+			serverArgs = append(serverArgs, "--memprofile", memProfile)
+		}
+		if bs.url != "" {
+			serverArgs = append(serverArgs, "--store", bs.url)
+		}
+		child, err := startBenchChild(ctx, nil, nil, serverArgs...)
+		if err != nil {
+			return benchWorkflowResult{}, err
+		}
+		defer child.close()
+		server, serverURLs = child, []string{child.URL}
 	}
-	if memProfile != "" {
-		serverArgs = append(serverArgs, "--memprofile", memProfile)
-	}
-	server, err := startBenchChild(ctx, nil, nil, serverArgs...)
-	if err != nil {
-		return benchWorkflowResult{}, err
-	}
-	defer server.close()
-	env := devEnv(server.URL)
+	// The endpoint publishes its steps to the first server (a follower, with replicas).
+	env := devEnv(serverURLs[0])
 
 	var mu sync.Mutex
 	started := map[string]time.Time{}
@@ -51,6 +70,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		}
 	}
 	var endpoint *benchChild
+	var err error
 	if ep.kind == "ts" {
 		if endpointProfile != "" {
 			return benchWorkflowResult{}, errors.New("--endpoint-cpuprofile is for the Go endpoint (--endpoint=external); profile node with --cpu-prof yourself")
@@ -68,9 +88,14 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 	}
 	defer endpoint.close()
 	url := endpoint.URL + "/wf"
-	client, err := sdk.NewClient(sdk.WithEnv(envFunc(env)), sdk.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}))
-	if err != nil {
-		return benchWorkflowResult{}, err
+	// Runs are triggered through every server in turn.
+	clients := make([]*sdk.Client, len(serverURLs))
+	for i, u := range serverURLs {
+		c, err := sdk.NewClient(sdk.WithEnv(envFunc(devEnv(u))), sdk.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}))
+		if err != nil {
+			return benchWorkflowResult{}, err
+		}
+		clients[i] = c
 	}
 
 	srv0, err := server.Stats()
@@ -90,7 +115,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		mu.Lock()
 		done[runID], started[runID] = ch, time.Now()
 		mu.Unlock()
-		if _, err := client.Trigger(ctx, sdk.TriggerRequest{URL: url, RunID: runID, Body: []byte(`{}`)}); err != nil {
+		if _, err := clients[i%len(clients)].Trigger(ctx, sdk.TriggerRequest{URL: url, RunID: runID, Body: []byte(`{}`)}); err != nil {
 			return err
 		}
 		select {

@@ -211,7 +211,9 @@ func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Po
 	log.Info("database clock", "offset", offset.String())
 	now := func() time.Time { return time.Now().Add(offset) }
 	mtr := metrics.New("")
-	store, err := storage.OpenEngine(eng, storage.Options{OnCommit: mtr.OnCommit})
+	// The store does not close the engine: the lease is resigned after the store's last
+	// write, on the same pool.
+	store, err := storage.OpenEngine(keepOpen{eng}, storage.Options{OnCommit: mtr.OnCommit})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,6 +229,11 @@ func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Po
 	}
 	return n, store, nil
 }
+
+// keepOpen is an engine whose Close leaves it open (runReplica closes it).
+type keepOpen struct{ storage.Engine }
+
+func (keepOpen) Close() error { return nil }
 
 func newReplicaID() string {
 	b := make([]byte, 6)

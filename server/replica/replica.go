@@ -143,8 +143,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			copyResponse(w, resp)
 			return
 		}
+		if r.Context().Err() != nil {
+			return // the client went away
+		}
 		f.forget()
-		if !notSent(err) || f.cfg.Now().After(deadline) || r.Context().Err() != nil {
+		if !notSent(err) || f.cfg.Now().After(deadline) {
 			// It may have reached the leader: sending it again could do it twice.
 			f.cfg.Logger.Warn("forward to leader failed", "err", err, "path", r.URL.Path)
 			writeError(w, http.StatusBadGateway, "the leading replica did not answer: "+err.Error()+"; retry")

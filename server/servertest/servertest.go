@@ -18,6 +18,7 @@ import (
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/pg"
 )
 
 // Dev credentials, the same as `duraton dev`'s.
@@ -43,6 +44,26 @@ type Options struct {
 	// WrapStore, if set, wraps the store the engine writes through (for example in
 	// storagetest.Twice, to run every transaction function twice).
 	WrapStore func(delivery.Store) delivery.Store
+	// StoreURL, if set, is a postgres:// URL: the server runs on that database (one
+	// replica, the leader) instead of a fresh bbolt file.
+	StoreURL string
+}
+
+// openStore opens the server's store: bbolt in dir, or PostgreSQL at url.
+func openStore(dir, url string) (*storage.Store, error) {
+	if url == "" {
+		return storage.Open(filepath.Join(dir, "duraton.db"), storage.Options{})
+	}
+	eng, err := pg.Open(context.Background(), pg.Config{URL: url})
+	if err != nil {
+		return nil, err
+	}
+	store, err := storage.OpenEngine(eng, storage.Options{})
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return store, nil
 }
 
 // Start runs a server on a fresh data directory. Close stops it.
@@ -51,7 +72,7 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := storage.Open(filepath.Join(dir, "duraton.db"), storage.Options{})
+	store, err := openStore(dir, opts.StoreURL)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
