@@ -26,7 +26,37 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, MaxInFlight: 512,
 		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text", MaxFlowKeys: 100_000,
 		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},
+		LeaseTTL:  10 * time.Second, LeaseGrace: 2 * time.Second, PGMaxConns: 16,
 	}, f)
+}
+
+func TestReplicaFlags(t *testing.T) {
+	t.Parallel()
+	f, err := parseServerFlags(modeServe, []string{"--lease-ttl", "3s", "--advertise", "http://10.0.0.5:8080"}, &bytes.Buffer{},
+		envOf(map[string]string{"DURATON_STORE": "postgres://u@db/duraton", "DURATON_PG_MAX_CONNS": "8"}))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://u@db/duraton", f.Store)
+	require.Equal(t, 3*time.Second, f.LeaseTTL)
+	require.Equal(t, 2*time.Second, f.LeaseGrace)
+	require.Equal(t, 8, f.PGMaxConns)
+	require.Equal(t, "http://10.0.0.5:8080", f.Advertise)
+
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--store", "mysql://db"}, "--store (DURATON_STORE) must be a postgres:// URL"},
+		{[]string{"--store", "postgres://db/x", "--lease-ttl", "100ms"}, "--lease-ttl (DURATON_LEASE_TTL) must be between 1s and 5m"},
+		{[]string{"--store", "postgres://db/x", "--lease-grace", "20s"}, "--lease-grace (DURATON_LEASE_GRACE) must be between 0 and --lease-ttl"},
+		{[]string{"--store", "postgres://db/x", "--pg-max-conns", "1"}, "--pg-max-conns (DURATON_PG_MAX_CONNS) must be between 2 and 1000"},
+		{[]string{"--store", "postgres://db/x", "--advertise", "10.0.0.5:8080"}, "--advertise (DURATON_ADVERTISE) must be an http(s) base URL"},
+	} {
+		_, err := parseServerFlags(modeServe, tc.args, &bytes.Buffer{}, envOf(nil))
+		require.ErrorContains(t, err, tc.wantErr, "%v", tc.args)
+	}
+	// dev has no replicas.
+	_, err = parseServerFlags(modeDev, []string{"--store", "postgres://db/x"}, &bytes.Buffer{}, envOf(nil))
+	require.ErrorIs(t, err, errUsage)
 }
 
 func TestParseServerFlagsFromEnvAndFlags(t *testing.T) {
