@@ -6,6 +6,7 @@ package servertest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -54,10 +55,21 @@ func openStore(dir, url string) (*storage.Store, error) {
 	if url == "" {
 		return storage.Open(filepath.Join(dir, "duraton.db"), storage.Options{})
 	}
-	eng, err := pg.Open(context.Background(), pg.Config{URL: url})
+	ctx := context.Background()
+	eng, err := pg.Open(ctx, pg.Config{URL: url})
 	if err != nil {
 		return nil, err
 	}
+	// Lead, as a replica does: fenced writes and the leader's cache.
+	epoch, err := eng.TryLead(ctx, "servertest", "http://127.0.0.1", time.Hour, 0)
+	if err == nil && epoch == 0 {
+		err = errors.New("servertest: another replica leads on this database")
+	}
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	eng.Fence("servertest", epoch)
 	store, err := storage.OpenEngine(eng, storage.Options{})
 	if err != nil {
 		eng.Close()

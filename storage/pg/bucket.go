@@ -20,6 +20,12 @@ func (b *bucket) Get(key []byte) []byte {
 	if b.t.err != nil {
 		return nil
 	}
+	if b.t.cache != nil {
+		if v, present, ok := b.t.cache.get(b.id, key); ok {
+			s.m[string(key)] = &keyState{v: v, present: present}
+			return v
+		}
+	}
 	var v []byte
 	rows, err := b.t.ptx.Query(b.t.ctx, `SELECT v FROM duraton_kv WHERE bucket = $1 AND k = $2`, b.id, key)
 	if err != nil {
@@ -40,6 +46,10 @@ func (b *bucket) Get(key []byte) []byte {
 		return nil
 	}
 	s.m[string(key)] = &keyState{v: v, present: found}
+	if b.t.cache != nil {
+		// Not written by this transaction (it would be in s.m): a committed value.
+		b.t.cache.put(b.id, string(key), v, found)
+	}
 	return v
 }
 
@@ -56,7 +66,7 @@ func (b *bucket) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	b.set(key, &keyState{v: value, present: true, dirty: true})
+	b.set(key, &keyState{v: value, present: true, dirty: true, written: true})
 	return nil
 }
 
@@ -67,7 +77,7 @@ func (b *bucket) Delete(key []byte) error {
 	if b.t.err != nil {
 		return b.t.err
 	}
-	b.set(key, &keyState{dirty: true})
+	b.set(key, &keyState{dirty: true, written: true})
 	return nil
 }
 

@@ -24,6 +24,9 @@ type Config struct {
 	// StatementTimeout bounds every statement, so a stuck database fails writes instead
 	// of hanging the committer. Default 30s.
 	StatementTimeout time.Duration
+	// CacheBytes bounds the leader's cache of committed values (cache.go). Default
+	// 64 MiB.
+	CacheBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -32,6 +35,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StatementTimeout <= 0 {
 		c.StatementTimeout = 30 * time.Second
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 64 << 20
 	}
 	return c
 }
@@ -45,6 +51,8 @@ func (c Config) Validate() error {
 		return errors.New("pg: MaxConns must not be negative")
 	case c.StatementTimeout < 0:
 		return errors.New("pg: StatementTimeout must not be negative")
+	case c.CacheBytes < 0:
+		return errors.New("pg: CacheBytes must not be negative")
 	}
 	return nil
 }
@@ -60,7 +68,8 @@ type Engine struct {
 
 	buckets sync.Map // bucketKey -> int64: ids of committed buckets (never deleted)
 
-	fence atomic.Pointer[fence] // set once this process leads: every write is checked
+	fence atomic.Pointer[fence]      // set once this process leads: every write is checked
+	cache atomic.Pointer[valueCache] // set with fence: this process is the only writer
 }
 
 // fence is the lease a write must still hold.
@@ -143,6 +152,9 @@ func (e *Engine) run(opts pgx.TxOptions, write bool, fn func(storage.KVTx) error
 		}
 	}
 	t := &tx{e: e, ctx: ctx, ptx: ptx, write: write}
+	if write {
+		t.cache = e.cache.Load()
+	}
 	ferr := fn(t)
 	if t.err != nil {
 		return t.err // a failed read or write fails the whole transaction
@@ -157,8 +169,10 @@ func (e *Engine) run(opts pgx.TxOptions, write bool, fn func(storage.KVTx) error
 		return err
 	}
 	if err := ptx.Commit(ctx); err != nil {
+		t.uncache() // it may have committed: what it wrote is read again
 		return fmt.Errorf("pg: commit: %w", err)
 	}
+	t.recache()
 	for k, id := range t.created {
 		e.buckets.Store(k, id)
 	}

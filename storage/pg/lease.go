@@ -87,6 +87,7 @@ func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
 // here on this process writes as the leader.
 func (e *Engine) Fence(holder string, epoch int64) {
 	e.fence.Store(&fence{holder: holder, epoch: epoch})
+	e.cache.CompareAndSwap(nil, newValueCache(e.cfg.CacheBytes))
 }
 
 // ClockOffset is how far the database's clock is ahead of this process's, measured over

@@ -20,6 +20,7 @@ type tx struct {
 	ptx   pgx.Tx
 	write bool
 
+	cache   *valueCache          // the leader's cache of committed values (write only)
 	err     error                // the first failed statement: fails the transaction
 	created map[bucketKey]int64  // buckets created here (cached once committed)
 	keys    map[int64]*keyStates // per bucket id: keys read or written here
@@ -30,6 +31,7 @@ type keyState struct {
 	v       []byte
 	present bool
 	dirty   bool // written here, not yet sent
+	written bool // written here (sent or not)
 }
 
 type keyStates struct {
@@ -189,6 +191,34 @@ func queueWrites(b *pgx.Batch, bucket int64, s *keyStates) {
 	}
 	if len(del) > 0 {
 		b.Queue(`DELETE FROM duraton_kv WHERE bucket = $1 AND k = ANY($2::bytea[])`, bucket, del)
+	}
+}
+
+// recache records what a committed transaction wrote in the cache.
+func (t *tx) recache() {
+	if t.cache == nil {
+		return
+	}
+	for id, s := range t.keys {
+		for k, st := range s.m {
+			if st.written {
+				t.cache.put(id, k, st.v, st.present)
+			}
+		}
+	}
+}
+
+// uncache forgets what a transaction wrote.
+func (t *tx) uncache() {
+	if t.cache == nil {
+		return
+	}
+	for id, s := range t.keys {
+		for k, st := range s.m {
+			if st.written {
+				t.cache.drop(id, k)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,93 @@
+package pg
+
+import (
+	"container/list"
+	"sync"
+)
+
+// valueCache holds committed values (and absences) of keys for the leader's read-write
+// transactions. While this process holds the lease it is the database's only writer —
+// followers forward, and any other writer is fenced out — so what it committed last is
+// what the database holds, and a key read or written once need not be read again. It
+// is turned on by Fence and used by Update only: a View reads its own snapshot.
+//
+// A commit whose outcome is unknown (the connection broke during COMMIT) drops the keys
+// it wrote, so they are read again. Rows read by cursors are not cached: a cursor may
+// have read this transaction's own, not yet committed, writes.
+type valueCache struct {
+	mu       sync.Mutex
+	m        map[cacheKey]*list.Element
+	lru      list.List // front: most recent; values are *cacheEntry
+	size     int64
+	maxBytes int64
+}
+
+type cacheKey struct {
+	bucket int64
+	key    string
+}
+
+type cacheEntry struct {
+	k       cacheKey
+	v       []byte
+	present bool
+}
+
+// maxCachedValue: larger values (big bodies) are read from the database each time.
+const maxCachedValue = 64 << 10
+
+func newValueCache(maxBytes int64) *valueCache {
+	return &valueCache{m: map[cacheKey]*list.Element{}, maxBytes: maxBytes}
+}
+
+func entrySize(e *cacheEntry) int64 { return int64(len(e.v)+len(e.k.key)) + 96 }
+
+// get returns the cached value of a key, ok false when it is not cached.
+func (c *valueCache) get(bucket int64, key []byte) (v []byte, present, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.m[cacheKey{bucket, string(key)}]
+	if !ok {
+		return nil, false, false
+	}
+	c.lru.MoveToFront(el)
+	e := el.Value.(*cacheEntry)
+	return e.v, e.present, true
+}
+
+// put records a key's committed value (present false: absent).
+func (c *valueCache) put(bucket int64, key string, v []byte, present bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := cacheKey{bucket, key}
+	if el, ok := c.m[k]; ok {
+		c.size -= entrySize(el.Value.(*cacheEntry))
+		c.lru.Remove(el)
+		delete(c.m, k)
+	}
+	if len(v) > maxCachedValue {
+		return
+	}
+	e := &cacheEntry{k: k, v: v, present: present}
+	c.m[k] = c.lru.PushFront(e)
+	c.size += entrySize(e)
+	for c.size > c.maxBytes {
+		old := c.lru.Back()
+		oe := old.Value.(*cacheEntry)
+		c.size -= entrySize(oe)
+		c.lru.Remove(old)
+		delete(c.m, oe.k)
+	}
+}
+
+// drop forgets a key.
+func (c *valueCache) drop(bucket int64, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := cacheKey{bucket, key}
+	if el, ok := c.m[k]; ok {
+		c.size -= entrySize(el.Value.(*cacheEntry))
+		c.lru.Remove(el)
+		delete(c.m, k)
+	}
+}
