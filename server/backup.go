@@ -29,8 +29,11 @@ func (h *backupHandlers) register(e *echo.Echo) {
 }
 
 func (h *backupHandlers) get(c echo.Context) error {
-	if h.token == "" || h.backup == nil {
+	if h.token == "" {
 		return notFound("backups are not enabled: start the server with --admin-token")
+	}
+	if h.backup == nil {
+		return notFound("this server's store is not a bbolt file: back its database up with the database's own tools (PostgreSQL: base backups or pg_dump)")
 	}
 	want := []byte("Bearer " + h.token)
 	if subtle.ConstantTimeCompare([]byte(c.Request().Header.Get("Authorization")), want) != 1 {

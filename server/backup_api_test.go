@@ -1,12 +1,15 @@
 package server
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
@@ -60,4 +63,18 @@ func TestBackupEndpoint(t *testing.T) {
 			return nil
 		}))
 	})
+}
+
+// On PostgreSQL there is no file to stream: the answer says how to back up instead.
+func TestBackupEndpointWithoutBoltFile(t *testing.T) {
+	t.Parallel()
+	e := echo.New()
+	e.HTTPErrorHandler = errorHandler(slog.New(slog.DiscardHandler))
+	(&backupHandlers{token: "admin-secret", log: slog.New(slog.DiscardHandler)}).register(e)
+	req := httptest.NewRequest(http.MethodGet, "/admin/backup", nil)
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusNotFound, rec.Code)
+	require.Contains(t, rec.Body.String(), "pg_dump")
 }
