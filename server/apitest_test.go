@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,11 +36,42 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/pg"
+	"github.com/duraton/duraton/storage/pg/pgtest"
 	"github.com/duraton/duraton/storage/storagetest"
 )
 
 func TestMain(m *testing.M) {
+	if onPostgres() {
+		pgtest.Main(m) // the shared PostgreSQL is stopped at the end
+		return
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// onPostgres: DURATON_TEST_STORE=postgres runs the whole API suite on the PostgreSQL
+// engine (each test on its own database, the engine fenced as a leader's), as .ci/run
+// does after the bbolt run.
+func onPostgres() bool { return os.Getenv("DURATON_TEST_STORE") == "postgres" }
+
+// openTestStore opens the suite's store: bbolt at dataFile, or a fresh PostgreSQL
+// database under onPostgres unless the test asked for a data file of its own (bbolt's
+// file-level tests: disk faults, a full disk).
+func openTestStore(t *testing.T, dataFile string, ownFile bool, opts storage.Options) *storage.Store {
+	t.Helper()
+	if !onPostgres() || ownFile {
+		store, err := storage.Open(dataFile, opts)
+		require.NoError(t, err)
+		return store
+	}
+	eng, err := pg.Open(t.Context(), pg.Config{URL: pgtest.Shared(t).NewDatabase(t)})
+	require.NoError(t, err)
+	epoch, err := eng.TryLead(t.Context(), "test", "http://127.0.0.1", time.Hour, 0)
+	require.NoError(t, err)
+	eng.Fence("test", epoch)
+	store, err := storage.OpenEngine(eng, opts)
+	require.NoError(t, err)
+	return store
 }
 
 const (
@@ -92,17 +124,16 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	// endpoint), the store, and last the endpoint.
 	env.Endpoint = newRecorder(t)
 
-	dataFile := opts.dataFile
+	dataFile, ownFile := opts.dataFile, opts.dataFile != ""
 	if dataFile == "" {
 		dataFile = filepath.Join(t.TempDir(), "duraton.db")
 	}
 	env.Metrics = metrics.New(dataFile)
-	store, err := storage.Open(dataFile, storage.Options{OnCommit: env.Metrics.OnCommit})
-	require.NoError(t, err)
+	store := openTestStore(t, dataFile, ownFile, storage.Options{OnCommit: env.Metrics.OnCommit})
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	env.store = store
 
-	_, err = delivery.EnsureProject(t.Context(), store, delivery.Project{
+	_, err := delivery.EnsureProject(t.Context(), store, delivery.Project{
 		ID: testProject, Name: testProject, CreatedAt: time.Now().UnixMilli(),
 		CurrentSigningKey: testCurrentKey, NextSigningKey: testNextKey,
 	}, TokenHash(testToken))
