@@ -59,6 +59,11 @@ type Config struct {
 	// URLGroups serves /v2/topics and the fan-out of a publication to a group name.
 	// Default: those routes answer 404 and a destination must be a URL.
 	URLGroups URLGroups
+	// ForwardSecret, when set, is the secret replicas on one database share: a request
+	// that carries it in replica.SecretHeader was forwarded by a follower replica, and
+	// its client's address is the last entry of X-Forwarded-For (which the follower
+	// appended). Any other request's X-Forwarded-For is ignored. Default "": never.
+	ForwardSecret string
 	// AdminToken and Backup serve GET /admin/backup (a snapshot of the whole data file)
 	// to a caller with "Authorization: Bearer <AdminToken>". Default: that route answers
 	// 404.
@@ -187,7 +192,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	e.IPExtractor = echo.ExtractIPDirect() // never trust X-Forwarded-For from the public
+	e.IPExtractor = clientIP(cfg.ForwardSecret) // X-Forwarded-For only from a replica
 	e.JSONSerializer = compactSerializer{}
 
 	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}

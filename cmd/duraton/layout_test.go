@@ -30,7 +30,7 @@ var allowedImports = map[string][]string{
 	"delivery/urlgroup":     {"storage"},
 	"delivery/native":       {"delivery", "storage", "flowctl", "sdk/wire"},
 	"delivery":              {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/retrydelay"},
-	"server":                {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire"},
+	"server":                {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire", "server/replica"},
 	"server/metrics":        {"delivery"},
 	"server/console":        {"delivery", "delivery/native", "flowctl", "sdk/wire"},
 	"server/servertest":     {"server", "delivery", "delivery/native", "delivery/netguard", "storage", "storage/pg"},

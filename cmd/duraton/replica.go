@@ -87,8 +87,14 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	if advertise == "" {
 		advertise = "http://" + ln.Addr().String()
 	}
+	secret, err := eng.ClusterSecret(ctx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	var local atomic.Pointer[http.Handler] // the node's API handler once this replica leads
 	fwd, err := replica.New(replica.Config{
+		Secret: secret,
 		Local: func() http.Handler {
 			if h := local.Load(); h != nil {
 				return *h
@@ -158,7 +164,7 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	eng.Fence(id, epoch)
 	log.Info("took the leader lease", "epoch", epoch)
 
-	n, store, err := lead(ctx, eng, f, policy, stdout, log)
+	n, store, err := lead(ctx, eng, f, policy, secret, stdout, log)
 	if err != nil {
 		httpSrv.Close()
 		return err
@@ -203,7 +209,7 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 }
 
 // lead builds and starts the node over the shared database, on the database's clock.
-func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Policy, stdout io.Writer, log *slog.Logger) (*node, *storage.Store, error) {
+func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Policy, secret string, stdout io.Writer, log *slog.Logger) (*node, *storage.Store, error) {
 	offset, err := eng.ClockOffset(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -220,7 +226,7 @@ func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Po
 	if err := claimDataDir(modeServe, "(the PostgreSQL database)", false, store, stdout); err != nil {
 		return nil, nil, err
 	}
-	n, err := newNode(ctx, nodeDeps{m: modeServe, f: f, store: store, policy: policy, mtr: mtr, log: log, now: now, stdout: stdout})
+	n, err := newNode(ctx, nodeDeps{m: modeServe, f: f, store: store, policy: policy, mtr: mtr, log: log, now: now, stdout: stdout, forwardSecret: secret})
 	if err != nil {
 		return nil, nil, err
 	}

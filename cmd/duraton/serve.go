@@ -131,6 +131,9 @@ type nodeDeps struct {
 	log    *slog.Logger
 	now    func() time.Time // the clock of every decision (a replica's is the database's)
 	stdout io.Writer
+	// forwardSecret: the replicas' shared secret, whose holders' X-Forwarded-For is
+	// trusted ("" outside replicas).
+	forwardSecret string
 }
 
 // node is one running Duraton over a store: the delivery engine, schedules, native
@@ -203,6 +206,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		Native:           nat,
 		TokenlessProject: tokenlessProject(m, project.ID),
 		AdminToken:       f.AdminToken,
+		ForwardSecret:    d.forwardSecret,
 		Backup:           backup,
 		Console:          cons,
 		Logger:           log,

@@ -19,6 +19,11 @@ import (
 	"time"
 )
 
+// SecretHeader carries the replicas' shared secret (Config.Secret) on a forwarded
+// request: with it the leader trusts the client address this replica appends to
+// X-Forwarded-For (server.Config.ForwardSecret).
+const SecretHeader = "Duraton-Forward-Secret"
+
 // ForwardedHeader marks a forwarded request; a replica that receives one and does not
 // lead answers 503 instead of forwarding it again (no loops while leadership moves).
 const ForwardedHeader = "Duraton-Forwarded-By"
@@ -27,6 +32,9 @@ const ForwardedHeader = "Duraton-Forwarded-By"
 type Config struct {
 	// Self is this replica's id (sent in ForwardedHeader).
 	Self string
+	// Secret is the replicas' shared secret (sent in SecretHeader). Default "": none
+	// (the leader then counts every forwarded request against this replica's address).
+	Secret string
 	// Leader returns the leading replica's base URL, "" when no replica leads now.
 	Leader func(ctx context.Context) (string, error)
 	// Local returns this replica's own API handler once it leads (nil while it follows):
@@ -199,6 +207,10 @@ func (f *Forwarder) outgoing(r *http.Request, target *url.URL, body []byte) *htt
 		out.Header.Set("X-Forwarded-For", ip)
 	}
 	out.Header.Set(ForwardedHeader, f.cfg.Self)
+	out.Header.Del(SecretHeader) // never the client's
+	if f.cfg.Secret != "" {
+		out.Header.Set(SecretHeader, f.cfg.Secret)
+	}
 	return out
 }
 

@@ -181,3 +181,19 @@ func TestConfigValidated(t *testing.T) {
 	_, err = New(Config{Leader: (&leaderStub{}).get, MaxBodyBytes: -1})
 	require.ErrorContains(t, err, "MaxBodyBytes")
 }
+
+// The shared secret goes with every forwarded request, never a client's own.
+func TestSecretSentAndClientsDropped(t *testing.T) {
+	got := make(chan string, 2)
+	leader := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get(SecretHeader)
+	}))
+	defer leader.Close()
+	for _, secret := range []string{"s3cret", ""} {
+		f := newForwarder(t, Config{Self: "r-me", Secret: secret, Leader: (&leaderStub{addr: leader.URL}).get})
+		req := httptest.NewRequest(http.MethodGet, "/v2/queues", nil)
+		req.Header.Set(SecretHeader, "forged-by-client")
+		f.ServeHTTP(httptest.NewRecorder(), req)
+		require.Equal(t, secret, <-got)
+	}
+}

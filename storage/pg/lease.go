@@ -103,3 +103,14 @@ func (e *Engine) ClockOffset(ctx context.Context) (time.Duration, error) {
 	mid := before.Add(after.Sub(before) / 2)
 	return db.Sub(mid), nil
 }
+
+// ClusterSecret is the secret the replicas of this database share (made by the
+// migrations): followers send it with forwarded requests, and the leader trusts the
+// client address they pass on only with it.
+func (e *Engine) ClusterSecret(ctx context.Context) (string, error) {
+	var s string
+	if err := e.pool.QueryRow(ctx, `SELECT secret FROM duraton_cluster WHERE id = 1`).Scan(&s); err != nil {
+		return "", fmt.Errorf("pg: read cluster secret: %w", err)
+	}
+	return s, nil
+}

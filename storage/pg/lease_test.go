@@ -43,9 +43,26 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	e := openEngine(t, url)
-	var n int
-	require.NoError(t, e.Pool().QueryRow(context.Background(), `SELECT count(*) FROM duraton_schema_versions`).Scan(&n))
-	require.Equal(t, 1, n)
+	var n, distinct int
+	require.NoError(t, e.Pool().QueryRow(context.Background(), `SELECT count(*), count(DISTINCT version) FROM duraton_schema_versions`).Scan(&n, &distinct))
+	require.Equal(t, 2, n, "each migration recorded once")
+	require.Equal(t, n, distinct)
+
+	// One secret, made once, the same for every replica.
+	s1, err := e.ClusterSecret(context.Background())
+	require.NoError(t, err)
+	require.Regexp(t, `^[0-9a-f]{64}$`, s1)
+	s2, err := openEngine(t, url).ClusterSecret(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, s1, s2)
+}
+
+// The database and this process share a clock here: the measured offset is about 0.
+func TestClockOffset(t *testing.T) {
+	e := openEngine(t, pgtest.Shared(t).NewDatabase(t))
+	off, err := e.ClockOffset(context.Background())
+	require.NoError(t, err)
+	require.Less(t, off.Abs(), 100*time.Millisecond)
 }
 
 func TestLeaseTakeRenewExpire(t *testing.T) {
