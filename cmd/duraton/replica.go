@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -75,12 +74,8 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	log = log.With("replica", id)
 
 	self, policy := destinationPolicy(modeServe, f)
-	ln, err := net.Listen("tcp", f.Addr)
+	ln, err := listen(f.Addr, self)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.Addr, err)
-	}
-	if err := self.Add(ln.Addr().String()); err != nil {
-		ln.Close()
 		return err
 	}
 	advertise := f.Advertise

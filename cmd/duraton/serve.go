@@ -65,12 +65,8 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.Addr)
+	ln, err := listen(f.Addr, self)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.Addr, err)
-	}
-	if err := self.Add(ln.Addr().String()); err != nil {
-		ln.Close()
 		return err
 	}
 	if err := n.start(ctx); err != nil {
@@ -107,6 +103,20 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	n.stop()
 	return err
+}
+
+// listen listens on addr and adds the address to self: deliveries never loop into our
+// own API.
+func listen(addr string, self *netguard.SelfAddrs) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if err := self.Add(ln.Addr().String()); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // destinationPolicy decides where deliveries may connect: public addresses, the

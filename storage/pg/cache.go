@@ -60,11 +60,7 @@ func (c *valueCache) put(bucket int64, key string, v []byte, present bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := cacheKey{bucket, key}
-	if el, ok := c.m[k]; ok {
-		c.size -= entrySize(el.Value.(*cacheEntry))
-		c.lru.Remove(el)
-		delete(c.m, k)
-	}
+	c.removeLocked(k)
 	if len(v) > maxCachedValue {
 		return
 	}
@@ -72,11 +68,7 @@ func (c *valueCache) put(bucket int64, key string, v []byte, present bool) {
 	c.m[k] = c.lru.PushFront(e)
 	c.size += entrySize(e)
 	for c.size > c.maxBytes {
-		old := c.lru.Back()
-		oe := old.Value.(*cacheEntry)
-		c.size -= entrySize(oe)
-		c.lru.Remove(old)
-		delete(c.m, oe.k)
+		c.removeLocked(c.lru.Back().Value.(*cacheEntry).k)
 	}
 }
 
@@ -84,7 +76,10 @@ func (c *valueCache) put(bucket int64, key string, v []byte, present bool) {
 func (c *valueCache) drop(bucket int64, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := cacheKey{bucket, key}
+	c.removeLocked(cacheKey{bucket, key})
+}
+
+func (c *valueCache) removeLocked(k cacheKey) {
 	if el, ok := c.m[k]; ok {
 		c.size -= entrySize(el.Value.(*cacheEntry))
 		c.lru.Remove(el)
