@@ -27,7 +27,7 @@ func (b *bucket) Get(key []byte) []byte {
 		}
 	}
 	var v []byte
-	rows, err := b.t.ptx.Query(b.t.ctx, `SELECT v FROM duraton_kv WHERE bucket = $1 AND k = $2`, b.id, key)
+	rows, err := b.t.ptx.Query(`SELECT v FROM duraton_kv WHERE bucket = $1 AND k = $2`, b.id, key)
 	if err != nil {
 		b.t.fail(fmt.Errorf("pg: read: %w", err))
 		return nil
@@ -116,7 +116,7 @@ func (b *bucket) ForEachBucket(fn func(name []byte) error) error {
 	if b.t.err != nil {
 		return b.t.err
 	}
-	rows, err := b.t.ptx.Query(b.t.ctx, `SELECT name FROM duraton_buckets WHERE parent = $1 ORDER BY name`, b.id)
+	rows, err := b.t.ptx.Query(`SELECT name FROM duraton_buckets WHERE parent = $1 ORDER BY name`, b.id)
 	if err != nil {
 		b.t.fail(fmt.Errorf("pg: list buckets: %w", err))
 		return b.t.err
@@ -149,7 +149,7 @@ func (b *bucket) KeyCount() int {
 		return 0
 	}
 	var n int
-	if err := b.t.ptx.QueryRow(b.t.ctx, `SELECT count(*) FROM duraton_kv WHERE bucket = $1`, b.id).Scan(&n); err != nil {
+	if err := b.t.ptx.QueryRow(`SELECT count(*) FROM duraton_kv WHERE bucket = $1`, b.id).Scan(&n); err != nil {
 		b.t.fail(fmt.Errorf("pg: count: %w", err))
 		return 0
 	}

@@ -59,7 +59,7 @@ func (c *cursor) load(from []byte, incl, forward bool) {
 	if from != nil {
 		args = append(args, from)
 	}
-	rows, err := t.ptx.Query(t.ctx, q, args...)
+	rows, err := t.ptx.Query(q, args...)
 	if err != nil {
 		t.fail(fmt.Errorf("pg: scan: %w", err))
 		return

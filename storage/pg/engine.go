@@ -127,31 +127,33 @@ func (e *Engine) Close() error {
 func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 
 // View runs fn in a read-only REPEATABLE READ transaction: one snapshot.
-func (e *Engine) View(fn func(storage.KVTx) error) error {
-	return e.run(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
-}
+func (e *Engine) View(fn func(storage.KVTx) error) error { return e.run(false, fn) }
 
 // Update runs fn in a read-write transaction and commits it (PostgreSQL's commit is
 // durable: synchronous_commit must stay on, the default). When this process leads, the
 // transaction first takes a share lock on the lease row and checks the epoch: a takeover
 // waits for it, and after a takeover it fails with storage.ErrFenced.
-func (e *Engine) Update(fn func(storage.KVTx) error) error {
-	return e.run(pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, true, fn)
-}
+func (e *Engine) Update(fn func(storage.KVTx) error) error { return e.run(true, fn) }
 
-func (e *Engine) run(opts pgx.TxOptions, write bool, fn func(storage.KVTx) error) error {
-	ctx := e.ctx
-	ptx, err := e.pool.BeginTx(ctx, opts)
+func (e *Engine) run(write bool, fn func(storage.KVTx) error) (err error) {
+	s, err := e.session(e.ctx, write)
 	if err != nil {
-		return fmt.Errorf("pg: begin: %w", err)
+		return err
 	}
-	defer ptx.Rollback(context.Background()) //nolint:errcheck // after Commit it is a no-op
+	committed := false
+	defer func() {
+		if !committed {
+			if rerr := s.end(false); err == nil && rerr != nil {
+				err = rerr
+			}
+		}
+	}()
 	if write {
-		if err := e.checkFence(ctx, ptx); err != nil {
+		if err := e.checkFence(s); err != nil {
 			return err
 		}
 	}
-	t := &tx{e: e, ctx: ctx, ptx: ptx, write: write}
+	t := &tx{e: e, ctx: e.ctx, ptx: s, write: write}
 	if write {
 		t.cache = e.cache.Load()
 	}
@@ -168,9 +170,10 @@ func (e *Engine) run(opts pgx.TxOptions, write bool, fn func(storage.KVTx) error
 	if err := t.flushAll(); err != nil {
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	committed = true
+	if err := s.end(true); err != nil {
 		t.uncache() // it may have committed: what it wrote is read again
-		return fmt.Errorf("pg: commit: %w", err)
+		return err
 	}
 	t.recache()
 	for k, id := range t.created {
@@ -181,13 +184,13 @@ func (e *Engine) run(opts pgx.TxOptions, write bool, fn func(storage.KVTx) error
 
 // checkFence fails the transaction unless this process still holds the lease it led
 // with (when it leads at all).
-func (e *Engine) checkFence(ctx context.Context, ptx pgx.Tx) error {
+func (e *Engine) checkFence(s *session) error {
 	f := e.fence.Load()
 	if f == nil {
 		return nil
 	}
 	var ok bool
-	err := ptx.QueryRow(ctx, `SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
+	err := s.QueryRow(`SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
 		f.holder, f.epoch).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.ErrFenced

@@ -17,7 +17,7 @@ import (
 type tx struct {
 	e     *Engine
 	ctx   context.Context
-	ptx   pgx.Tx
+	ptx   *session
 	write bool
 
 	cache   *valueCache          // the leader's cache of committed values (write only)
@@ -80,7 +80,7 @@ func (t *tx) lookup(parent int64, name []byte) (int64, bool) {
 		return 0, false
 	}
 	var id int64
-	err := t.ptx.QueryRow(t.ctx, `SELECT id FROM duraton_buckets WHERE parent = $1 AND name = $2`, parent, name).Scan(&id)
+	err := t.ptx.QueryRow(`SELECT id FROM duraton_buckets WHERE parent = $1 AND name = $2`, parent, name).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false
@@ -120,14 +120,14 @@ func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (storage.KVBuck
 		return nil, t.err
 	}
 	var id int64
-	err := t.ptx.QueryRow(t.ctx, `INSERT INTO duraton_buckets (parent, name) VALUES ($1, $2)
+	err := t.ptx.QueryRow(`INSERT INTO duraton_buckets (parent, name) VALUES ($1, $2)
 		ON CONFLICT (parent, name) DO NOTHING RETURNING id`, parent, name).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Created meanwhile by a transaction that committed after our lookup.
 		if !ifMissing {
 			return nil, errBucketExists
 		}
-		err = t.ptx.QueryRow(t.ctx, `SELECT id FROM duraton_buckets WHERE parent = $1 AND name = $2`, parent, name).Scan(&id)
+		err = t.ptx.QueryRow(`SELECT id FROM duraton_buckets WHERE parent = $1 AND name = $2`, parent, name).Scan(&id)
 	}
 	if err != nil {
 		t.fail(fmt.Errorf("pg: create bucket: %w", err))
@@ -223,7 +223,7 @@ func (t *tx) uncache() {
 }
 
 func (t *tx) sendBatch(b *pgx.Batch) {
-	if err := t.ptx.SendBatch(t.ctx, b).Close(); err != nil {
+	if err := t.ptx.SendBatch(b); err != nil {
 		t.fail(fmt.Errorf("pg: write: %w", err))
 	}
 }
