@@ -46,12 +46,26 @@ func (b boltBucket) Put(key, value []byte) error { return b.b.Put(key, value) }
 func (b boltBucket) Delete(key []byte) error     { return b.b.Delete(key) }
 func (b boltBucket) Cursor() KVCursor            { return b.b.Cursor() }
 func (b boltBucket) Bucket(name []byte) KVBucket { return wrapBolt(b.b.Bucket(name)) }
-func (b boltBucket) KeyCount() int               { return b.b.Stats().KeyN }
 func (b boltBucket) ForEach(fn func(k, v []byte) error) error {
 	return b.b.ForEach(fn)
 }
 func (b boltBucket) ForEachBucket(fn func(name []byte) error) error {
 	return b.b.ForEachBucket(fn)
+}
+
+// KeyCount walks the keys: bbolt's Stats().KeyN reads the committed pages only, so in a
+// write transaction it missed the transaction's own puts and deletes (a limit check after
+// a create in the same group commit let a project exceed its limit). A nil value is a
+// nested bucket or an empty value; only the latter counts.
+func (b boltBucket) KeyCount() int {
+	n := 0
+	c := b.b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil || b.b.Bucket(k) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 func (b boltBucket) CreateBucket(name []byte) (KVBucket, error) {
