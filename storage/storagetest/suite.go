@@ -42,6 +42,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Buffers", bufferTests},
 		{"Runs", runTests},
 		{"Records", recordTests},
+		{"Large", largeTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -493,6 +494,38 @@ var groupCommitTests = map[string]func(*testing.T, *storage.Store){
 			require.NoError(t, err)
 			require.Equal(t, 3, c)
 			require.True(t, tx.HasDue(storage.DueOf(m)))
+			return nil
+		})
+	},
+	// A function that fails after creating a bucket (the first write of its kind in a
+	// project) leaves no bucket behind, and a later function creates and uses it.
+	"FailedFunctionCreatesNothing": func(t *testing.T, s *storage.Store) {
+		err := s.Update(func(tx *storage.Tx) error {
+			if err := tx.PutApp(projectP, &storage.App{Name: "a"}); err != nil {
+				return err
+			}
+			if err := tx.PutGate(projectP, "g", &storage.GateState{ExpiresAt: 1}); err != nil {
+				return err
+			}
+			return errRefused
+		})
+		require.ErrorIs(t, err, errRefused)
+		view(t, s, func(tx *storage.Tx) error {
+			require.Zero(t, tx.AppCount(projectP))
+			_, err := tx.Gate(projectP, "g")
+			require.ErrorIs(t, err, storage.ErrNotFound)
+			return nil
+		})
+		update(t, s, func(tx *storage.Tx) error { return tx.PutApp(projectP, &storage.App{Name: "b"}) })
+		update(t, s, func(tx *storage.Tx) error { return tx.PutGate(projectP, "g2", &storage.GateState{ExpiresAt: 2}) })
+		view(t, s, func(tx *storage.Tx) error {
+			as, err := tx.Apps(projectP)
+			require.NoError(t, err)
+			require.Len(t, as, 1)
+			require.Equal(t, "b", as[0].Name)
+			st, err := tx.Gate(projectP, "g2")
+			require.NoError(t, err)
+			require.Equal(t, int64(2), st.ExpiresAt)
 			return nil
 		})
 	},

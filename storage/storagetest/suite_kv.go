@@ -122,6 +122,7 @@ func reversed(ks [][]byte) [][]byte {
 }
 
 var kvTests = map[string]func(*testing.T, storage.Engine){
+	"ModelCheck": modelCheck, // suite_kvmodel.go
 	// A cursor walks keys in unsigned byte order both ways; Seek lands on the first key at
 	// or after its argument; each move past an end gives nil; a cursor sees the
 	// transaction's own writes and deletes.
@@ -304,6 +305,27 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			b := p.Bucket([]byte("messages"))
 			require.Equal(t, []byte("v2"), b.Get([]byte("k")))
 			require.Nil(t, b.Get([]byte("new")))
+			return nil
+		}))
+		// The bucket names of the rolled-back transaction are free: created again, they
+		// take keys that a later transaction reads.
+		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("rolledback"))
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte("k"), []byte("root")); err != nil {
+				return err
+			}
+			sub, err := tx.Bucket([]byte("projects")).Bucket([]byte(projectP)).CreateBucket([]byte("rolledback-sub"))
+			if err != nil {
+				return err
+			}
+			return sub.Put([]byte("k"), []byte("sub"))
+		}))
+		require.NoError(t, e.View(func(tx storage.KVTx) error {
+			require.Equal(t, []byte("root"), tx.Bucket([]byte("rolledback")).Get([]byte("k")))
+			require.Equal(t, []byte("sub"), tx.Bucket([]byte("projects")).Bucket([]byte(projectP)).Bucket([]byte("rolledback-sub")).Get([]byte("k")))
 			return nil
 		}))
 		// A large value and a binary one come back byte for byte.
