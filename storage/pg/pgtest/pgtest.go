@@ -54,6 +54,7 @@ func Start(tb testing.TB) *Cluster {
 	c, err := start()
 	if err != nil {
 		skipOrFail(tb, err)
+		return nil
 	}
 	tb.Cleanup(func() {
 		if err := c.Stop(); err != nil {
@@ -97,6 +98,7 @@ func Shared(tb testing.TB) *Cluster {
 	shared.once.Do(func() { shared.c, shared.err = start() })
 	if shared.err != nil {
 		skipOrFail(tb, shared.err)
+		return nil
 	}
 	return shared.c
 }
@@ -107,6 +109,7 @@ func skipOrFail(tb testing.TB, err error) {
 	tb.Helper()
 	if errors.Is(err, ErrNoServer) && os.Getenv("CI") == "" {
 		tb.Skipf("skipped: %v (CI fails instead of skipping)", err)
+		return
 	}
 	tb.Fatal(err)
 }
@@ -169,7 +172,7 @@ func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
 
 // start finds the binaries, runs initdb, configures and starts the server.
 func start() (_ *Cluster, err error) {
-	bin, err := findBin()
+	bin, err := findBin(debianBins)
 	if err != nil {
 		return nil, err
 	}
@@ -296,9 +299,13 @@ func postgresUser() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// findBin is the directory holding initdb and pg_ctl: PATH first, then the newest
-// /usr/lib/postgresql/<version>/bin (Debian's layout).
-func findBin() (string, error) {
+// debianBins is where Debian's packages put the server binaries, one directory per
+// major version.
+const debianBins = "/usr/lib/postgresql/*/bin"
+
+// findBin is the directory holding initdb, pg_ctl and postgres: PATH first, then the
+// newest version matching pattern (debianBins).
+func findBin(pattern string) (string, error) {
 	has := func(dir string) bool {
 		for _, p := range []string{"initdb", "pg_ctl", "postgres"} {
 			if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
@@ -310,7 +317,7 @@ func findBin() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil && has(filepath.Dir(p)) {
 		return filepath.Dir(p), nil
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(pattern)
 	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	for _, d := range dirs {
 		if has(d) {
