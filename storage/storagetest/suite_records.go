@@ -350,6 +350,72 @@ var retentionTests = map[string]func(*testing.T, *storage.Store){
 			return nil
 		})
 	},
+	// Events kept for a run are taken once and expire by arrival time; a re-kept event
+	// counts from its new arrival; native events are swept by id.
+	"RunEventsAndEvents": func(t *testing.T, s *storage.Store) {
+		now := base.UnixMilli()
+		update(t, s, func(tx *storage.Tx) error {
+			for i, ev := range []string{"e1", "e2", "e3", "e4"} {
+				if err := tx.PutRunEvent(projectP, "wfr_a", ev, []byte(`"`+ev+`"`), now+int64(i)); err != nil {
+					return err
+				}
+			}
+			return tx.PutRunEvent(projectP, "wfr_a", "e1", []byte(`"again"`), now+10) // replaces e1
+		})
+		var taken []byte
+		update(t, s, func(tx *storage.Tx) (err error) {
+			taken, err = tx.TakeRunEvent(projectP, "wfr_a", "e2", now)
+			return err
+		})
+		require.Equal(t, `"e2"`, string(taken))
+		require.ErrorIs(t, s.Update(func(tx *storage.Tx) error {
+			_, err := tx.TakeRunEvent(projectP, "wfr_a", "e2", now)
+			return err
+		}), storage.ErrNotFound, "an event is taken once")
+		var swept int
+		update(t, s, func(tx *storage.Tx) (err error) {
+			swept, err = tx.DeleteExpiredRunEvents(projectP, now+3, 10)
+			return err
+		})
+		require.Equal(t, 1, swept, "e3 only: it arrived before now+3; the take of e2 and the replacement of e1 removed their old index entries")
+		view(t, s, func(tx *storage.Tx) error {
+			u, err := tx.RunEvents(projectP, "wfr_a", "")
+			require.NoError(t, err)
+			require.Equal(t, 2, u.Count, "e1 (re-kept at now+10) and e4")
+			return nil
+		})
+		var again []byte
+		update(t, s, func(tx *storage.Tx) (err error) {
+			again, err = tx.TakeRunEvent(projectP, "wfr_a", "e1", now)
+			return err
+		})
+		require.Equal(t, `"again"`, string(again))
+
+		var ids storage.IDGen
+		var made []string
+		update(t, s, func(tx *storage.Tx) error {
+			made = made[:0]
+			for i := range 5 {
+				e := &storage.Event{ID: ids.New("evt_", base.Add(time.Duration(i)*time.Second)), Name: "n", Data: []byte(`1`)}
+				made = append(made, e.ID)
+				if err := tx.PutEvent(projectP, e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var n1, n2 int
+		cut := storage.IDAt("evt_", base.Add(3*time.Second))
+		update(t, s, func(tx *storage.Tx) (err error) { n1, err = tx.DeleteEventsBefore(projectP, cut, 2); return err })
+		update(t, s, func(tx *storage.Tx) (err error) { n2, err = tx.DeleteEventsBefore(projectP, cut, 2); return err })
+		require.Equal(t, []int{2, 1}, []int{n1, n2})
+		view(t, s, func(tx *storage.Tx) error {
+			es, _, err := tx.Events(projectP, "", "", 10, 10)
+			require.NoError(t, err)
+			require.Equal(t, []string{made[4], made[3]}, eventIDs(es))
+			return nil
+		})
+	},
 	// Old runs are found oldest first below a time and deleted with everything they hold;
 	// a younger run is untouched.
 	"RunRetention": func(t *testing.T, s *storage.Store) {
