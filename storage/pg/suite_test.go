@@ -1,31 +1,20 @@
 package pg_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
-	"github.com/duraton/duraton/storage/pg"
 	"github.com/duraton/duraton/storage/pg/pgtest"
 	"github.com/duraton/duraton/storage/storagetest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// openEngine opens the engine on a fresh database of the package's cluster.
-func openEngine(t *testing.T) *pg.Engine {
-	t.Helper()
-	e, err := pg.Open(context.Background(), pg.Config{URL: pgtest.Shared(t).NewDatabase(t)})
-	require.NoError(t, err)
-	return e
-}
-
-// The storage behaviour suite on PostgreSQL (storage/suite_test.go runs it on bbolt).
+// The storage behaviour suite on PostgreSQL (storage/suite_test.go runs it on bbolt),
+// each subtest on a fresh database.
 func TestSuite(t *testing.T) {
 	storagetest.Exercise(t, func(t *testing.T) *storage.Store {
-		s, err := storage.OpenEngine(openEngine(t), storage.Options{})
+		s, err := storage.OpenEngine(openEngine(t, pgtest.Shared(t).NewDatabase(t)), storage.Options{})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
@@ -35,8 +24,6 @@ func TestSuite(t *testing.T) {
 // The engine seam's tests on PostgreSQL.
 func TestSuiteKV(t *testing.T) {
 	storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine {
-		e := openEngine(t)
-		t.Cleanup(func() { require.NoError(t, e.Close()) })
-		return e
+		return openEngine(t, pgtest.Shared(t).NewDatabase(t))
 	})
 }
