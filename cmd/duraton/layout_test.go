@@ -19,7 +19,7 @@ const modulePath = "github.com/duraton/duraton"
 var allowedImports = map[string][]string{
 	"flowctl":               {},
 	"storage":               {"flowctl"},
-	"storage/storagetest":   {"storage"},
+	"storage/storagetest":   {"storage", "flowctl"},
 	"storage/pg/pgtest":     {"storage", "storage/pg"},
 	"storage/pg":            {"storage"},
 	"delivery/sched":        {"storage", "flowctl"},
