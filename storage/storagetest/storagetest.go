@@ -1,7 +1,10 @@
 // Package storagetest wraps a storage.Store for tests of the packages above it: Twice
 // makes the group committer's "a write function may run twice" rule happen on every
-// write, and Faults injects storage errors into chosen reads and writes. Test support
-// only: production packages never import it (DESIGN.md, "Who may import whom").
+// write, and Faults injects storage errors into chosen reads and writes. It also holds
+// the storage behaviour suite every engine passes: Exercise (the Tx methods the engine
+// relies on) and ExerciseKV (the engine seam), run on bbolt by storage/suite_test.go and
+// on PostgreSQL by storage/pg/suite_test.go. Test support only: production packages
+// never import it (DESIGN.md, "Who may import whom").
 package storagetest
 
 import (
