@@ -171,10 +171,14 @@ func scanAll(t *testing.T, s *storage.Store, size int) []storage.DueEntry {
 				return len(page) < size
 			})
 		})
+		if len(page) > 0 && after != nil {
+			require.Greater(t, string(page[0].Key()), string(after), "a scan resumes strictly after its key")
+		}
 		out = append(out, page...)
 		if len(page) < size {
 			return out
 		}
+		require.Less(t, len(out), 1_000_000, "the due index does not end")
 		after = page[len(page)-1].Key()
 	}
 }

@@ -434,6 +434,11 @@ var retentionTests = map[string]func(*testing.T, *storage.Store){
 		var old []storage.Run
 		view(t, s, func(tx *storage.Tx) (err error) {
 			old, err = tx.OldRuns(projectP, base.UnixMilli()+3, 2)
+			if err != nil {
+				return err
+			}
+			younger, err := tx.OldRuns(projectP, base.UnixMilli()+2, 10)
+			require.Equal(t, []string{"wfr_1", "wfr_2"}, runIDs(younger), "a run created at the cut-off is not older than it")
 			return err
 		})
 		require.Equal(t, []string{"wfr_1", "wfr_2"}, runIDs(old), "oldest first, at most limit")
