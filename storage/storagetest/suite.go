@@ -533,6 +533,63 @@ var groupCommitTests = map[string]func(*testing.T, *storage.Store){
 			return nil
 		})
 	},
+	// A read transaction is one snapshot: commits landing while it reads are seen whole
+	// or not at all, and never between two of its reads.
+	"SnapshotReads": func(t *testing.T, s *storage.Store) {
+		const writes = 60
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			defer close(done)
+			for i := 1; i <= writes; i++ {
+				if err := s.Update(func(tx *storage.Tx) error {
+					if err := tx.PutQueue(projectP, &storage.Queue{Name: fmt.Sprintf("q%03d", i)}); err != nil {
+						return err
+					}
+					return tx.PutDedup(projectP, "written", &storage.DedupRecord{ExpiresAt: int64(i)})
+				}); err != nil {
+					t.Errorf("write %d: %v", i, err)
+					return
+				}
+			}
+		})
+		var reads atomic.Int64
+		for range 3 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					err := s.View(func(tx *storage.Tx) error {
+						before := written(tx)
+						n := tx.QueueCount(projectP)
+						qs, err := tx.Queues(projectP)
+						if err != nil {
+							return err
+						}
+						after := written(tx)
+						if before != after || int64(n) != before || int64(len(qs)) != before {
+							return fmt.Errorf("one read transaction saw %d writes, then %d queues counted, %d listed, then %d writes", before, n, len(qs), after)
+						}
+						return nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					reads.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		view(t, s, func(tx *storage.Tx) error {
+			require.Equal(t, int64(writes), written(tx))
+			return nil
+		})
+		require.Positive(t, reads.Load())
+	},
 	// An Update answers only after its commit: a View that starts afterwards sees it,
 	// and a closed store refuses writes.
 	"AcknowledgedIsVisibleAndCloseRefuses": func(t *testing.T, s *storage.Store) {
@@ -550,6 +607,15 @@ var groupCommitTests = map[string]func(*testing.T, *storage.Store){
 		require.NoError(t, s.Close())
 		require.ErrorIs(t, s.Update(func(*storage.Tx) error { return nil }), storage.ErrClosed)
 	},
+}
+
+// written is SnapshotReads' count of writes (0 before the first).
+func written(tx *storage.Tx) int64 {
+	r, err := tx.Dedup(projectP, "written")
+	if err != nil {
+		return 0
+	}
+	return r.ExpiresAt
 }
 
 // counter reads the suite's counter (a queue's parallelism: any record would do).
