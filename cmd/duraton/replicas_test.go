@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -355,4 +358,112 @@ func TestReplicasLeaderSIGTERMHandsOver(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, id, id2)
 	ep.waitHits(t, "the second message answered", 30*time.Second, func(h []hit) bool { return len(answeredBodies(h)) == 2 })
+}
+
+// getVia sends an authenticated GET through replica r and returns status and body.
+func getVia(t *testing.T, client *http.Client, r *replicaProc, path string) (int, string, time.Duration) {
+	t.Helper()
+	began := time.Now()
+	req, err := r.apiRequest(context.Background(), http.MethodGet, path, nil)
+	require.NoError(t, err)
+	res, err := client.Do(req)
+	require.NoError(t, err, "GET %s through %s", path, r.ID)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(raw), time.Since(began)
+}
+
+// TestReplicasFollowersForward: what one follower writes another reads (a delayed
+// message, the logs of a delivered one), and requests made through followers while the
+// leader is dead wait for the next leader and succeed.
+func TestReplicasFollowersForward(t *testing.T) {
+	skipShortReplicas(t)
+	t.Parallel()
+	db := pgtest.Start(t).NewDatabase(t)
+	ep := newLoadEndpoint(t)
+	reps, leader := startReplicas(t, db, newReplicaCreds(), 3)
+	f := followers(reps, leader)
+	client := newAPIClient(t, 30*time.Second)
+
+	// A follower answers its own health checks, as a follower.
+	status, body, _ := getVia(t, client, f[0], "/healthz")
+	require.Equal(t, http.StatusOK, status)
+	require.JSONEq(t, `{"status":"ok","role":"follower"}`, body)
+
+	// A delayed message published through one follower is read through the other.
+	req, err := f[0].apiRequest(context.Background(), http.MethodPost, "/v2/publish/"+ep.srv.URL+"/later", strings.NewReader("later"))
+	require.NoError(t, err)
+	req.Header.Set("Upstash-Delay", "1h")
+	res, err := client.Do(req)
+	require.NoError(t, err)
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusCreated, res.StatusCode, "%s", raw)
+	var ans struct{ MessageID string }
+	require.NoError(t, json.Unmarshal(raw, &ans))
+	status, body, _ = getVia(t, client, f[1], "/v2/messages/"+ans.MessageID)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"messageId":"`+ans.MessageID+`"`)
+	require.Contains(t, body, `"url":"`+ep.srv.URL+`/later"`)
+
+	// A message published through one follower is delivered; its logs, read through the
+	// other, end DELIVERED.
+	_, id, _, err := publishTo(context.Background(), client, f[0], ep.srv.URL+"/now", "now", "", "")
+	require.NoError(t, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, body, _ = getVia(t, client, f[1], "/v2/logs?messageId="+id)
+		require.Equal(t, http.StatusOK, status, body)
+		if strings.Contains(body, `"state":"DELIVERED"`) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "logs of %s through the other follower never show DELIVERED: %s", id, body)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Len(t, ep.snapshot(), 1)
+
+	// The leader dies. Requests through both followers right after wait for the takeover
+	// and succeed: a read through one, a publish through the other.
+	oldEpoch := leader.epoch()
+	leader.Kill()
+	killAt := time.Now()
+	var wg sync.WaitGroup
+	var readStatus, pubStatus int
+	var readBody string
+	var readTook, pubTook time.Duration
+	var pubErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		req, err := f[1].apiRequest(context.Background(), http.MethodGet, "/v2/messages/"+ans.MessageID, nil)
+		if err != nil {
+			readBody = err.Error()
+			return
+		}
+		began := time.Now()
+		res, err := client.Do(req)
+		readTook = time.Since(began)
+		if err != nil {
+			readBody = err.Error()
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		readStatus, readBody = res.StatusCode, string(b)
+	}()
+	go func() {
+		defer wg.Done()
+		pubStatus, _, pubTook, pubErr = publishTo(context.Background(), client, f[0], ep.srv.URL+"/during", "during", "", "")
+	}()
+	wg.Wait()
+	_, tookOverAt := waitLeader(t, f, oldEpoch+1, time.Second)
+	t.Logf("leader SIGKILLed; takeover after %dms; a read through a follower waited %dms, a publish through the other %dms",
+		tookOverAt.Sub(killAt).Milliseconds(), readTook.Milliseconds(), pubTook.Milliseconds())
+	require.Equal(t, http.StatusOK, readStatus, "a read during the takeover waits and succeeds: %s", readBody)
+	require.Contains(t, readBody, ans.MessageID)
+	require.NoError(t, pubErr, "a publish during the takeover waits and succeeds")
+	require.Equal(t, http.StatusCreated, pubStatus)
+	require.Greater(t, readTook, replicaTTL/2, "the read had to wait for the takeover (else the kill came too late to test it)")
+	ep.waitHits(t, "the message published during the takeover delivered", 30*time.Second, func(h []hit) bool { return answeredBodies(h)["during"] })
 }
