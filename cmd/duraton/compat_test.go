@@ -24,7 +24,7 @@ const compatTimeout = 5 * time.Minute
 // signing, auth and input validation. The workflow files (wf-*.test.mjs, native.test.mjs)
 // run in TestCompatWorkflowSDK.
 func TestCompatQStashSDK(t *testing.T) {
-	runCompatSuite(t, func(name string) bool { return !workflowSDKFile(name) }, 1)
+	runCompatSuite(t, func(name string) bool { return !workflowSDKFile(name) }, 1, devTarget)
 }
 
 // TestCompatWorkflowSDK runs the official @upstash/workflow SDK (wf-*.test.mjs): real serve()
@@ -33,8 +33,11 @@ func TestCompatQStashSDK(t *testing.T) {
 // filters by run id), so they run concurrently against one duraton process. native.test.mjs
 // runs serve() endpoints as native workflows (PUT /apps, POST /events).
 func TestCompatWorkflowSDK(t *testing.T) {
-	runCompatSuite(t, workflowSDKFile, 4)
+	runCompatSuite(t, workflowSDKFile, 4, devTarget)
 }
+
+// devTarget starts `duraton dev` for a compat suite and returns its QSTASH_* variables.
+func devTarget(t *testing.T) []string { return startDuraton(t, t.TempDir()).Env() }
 
 // workflowSDKFile reports whether a compat test file uses @upstash/workflow.
 func workflowSDKFile(name string) bool {
@@ -42,8 +45,8 @@ func workflowSDKFile(name string) bool {
 }
 
 // runCompatSuite runs `node --test` on the testdata/compat/*.test.mjs files that keep accepts,
-// with QSTASH_* pointing at a fresh duraton process.
-func runCompatSuite(t *testing.T, keep func(name string) bool, concurrency int) {
+// with the QSTASH_* variables target returns (it starts the server under test).
+func runCompatSuite(t *testing.T, keep func(name string) bool, concurrency int, target func(t *testing.T) []string) {
 	if testing.Short() {
 		t.Skip("e2e: starts the duraton binary and Node")
 	}
@@ -58,14 +61,14 @@ func runCompatSuite(t *testing.T, keep func(name string) bool, concurrency int) 
 	}
 	require.NotEmpty(t, files, "no matching *.test.mjs in %s", dir)
 
-	p := startDuraton(t, t.TempDir())
+	env := target(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), compatTimeout)
 	defer cancel()
 	args := append([]string{"--test", fmt.Sprintf("--test-concurrency=%d", concurrency), "--test-reporter=spec"}, files...)
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
-	cmd.Env = append(sdkEnv(os.Environ()), p.Env()...)
+	cmd.Env = append(sdkEnv(os.Environ()), env...)
 	out := &lineLogger{t: t}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 10 * time.Second

@@ -28,6 +28,11 @@ const SecretHeader = "Duraton-Forward-Secret"
 // lead answers 503 instead of forwarding it again (no loops while leadership moves).
 const ForwardedHeader = "Duraton-Forwarded-By"
 
+// NotLeaderHeader marks that 503: the request was refused unread, so the follower that
+// forwarded it may send it again (to a leader that is still starting its engine, or to
+// the next one).
+const NotLeaderHeader = "Duraton-Not-Leader"
+
 // Config configures a Forwarder.
 type Config struct {
 	// Self is this replica's id (sent in ForwardedHeader).
@@ -116,6 +121,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get(ForwardedHeader) != "" {
+		if local := f.local(); local != nil { // took the lease as the request was forwarded
+			local.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set(NotLeaderHeader, f.cfg.Self)
 		writeError(w, http.StatusServiceUnavailable, "leadership moved while the request was forwarded; retry")
 		return
 	}
@@ -147,15 +157,27 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		resp, err := f.cfg.Transport.RoundTrip(f.outgoing(r, target, body))
-		if err == nil {
+		if err == nil && !notLeader(resp) {
 			copyResponse(w, resp)
 			return
 		}
 		if r.Context().Err() != nil {
+			if err == nil {
+				resp.Body.Close()
+			}
 			return // the client went away
 		}
 		f.forget()
-		if !notSent(err) || f.cfg.Now().After(deadline) {
+		if err == nil {
+			// Refused unread by a replica that does not lead (yet): the lease names it
+			// while it starts its engine. Wait for it, or for the next leader.
+			if f.cfg.Now().After(deadline) {
+				copyResponse(w, resp)
+				return
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		} else if !notSent(err) || f.cfg.Now().After(deadline) {
 			// It may have reached the leader: sending it again could do it twice.
 			f.cfg.Logger.Warn("forward to leader failed", "err", err, "path", r.URL.Path)
 			writeError(w, http.StatusBadGateway, "the leading replica did not answer: "+err.Error()+"; retry")
@@ -173,6 +195,12 @@ func (f *Forwarder) local() http.Handler {
 		return nil
 	}
 	return f.cfg.Local()
+}
+
+// notLeader reports whether resp is another replica's refusal of a forwarded request it
+// did not read (NotLeaderHeader).
+func notLeader(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(NotLeaderHeader) != ""
 }
 
 // notSent reports whether err says the request never reached the leader (it could not
