@@ -11,6 +11,9 @@ package storage
 // transaction.
 
 // Engine runs transactions. Update's transaction is durable when it returns nil.
+// Updates on one Engine may be called concurrently and behave as if one at a time
+// (bbolt has a single writer; storage/pg serialises them). Views may run alongside and
+// each sees one committed snapshot.
 type Engine interface {
 	View(fn func(KVTx) error) error
 	Update(fn func(KVTx) error) error

@@ -68,6 +68,14 @@ type Engine struct {
 
 	buckets sync.Map // bucketKey -> int64: ids of committed buckets (never deleted)
 
+	// writeMu makes Updates one at a time. A write transaction runs at READ COMMITTED
+	// with its writes buffered until commit, so two running at once could each read a
+	// value and both write it back (a lost update); serial, they cannot, and the value
+	// cache stays exact. The Store's committer writes one group at a time anyway, so
+	// this costs nothing there. Across processes the same holds because only the
+	// lease holder writes (the fence).
+	writeMu sync.Mutex
+
 	fence atomic.Pointer[fence]      // set once this process leads: every write is checked
 	cache atomic.Pointer[valueCache] // set with fence: this process is the only writer
 }
@@ -130,12 +138,17 @@ func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 func (e *Engine) View(fn func(storage.KVTx) error) error { return e.run(false, fn) }
 
 // Update runs fn in a read-write transaction and commits it (PostgreSQL's commit is
-// durable: synchronous_commit must stay on, the default). When this process leads, the
+// durable: synchronous_commit must stay on, the default). Updates run one at a time
+// (writeMu): one writer per database, which the lease makes true across replicas. When this process leads, the
 // transaction first takes a share lock on the lease row and checks the epoch: a takeover
 // waits for it, and after a takeover it fails with storage.ErrFenced.
 func (e *Engine) Update(fn func(storage.KVTx) error) error { return e.run(true, fn) }
 
 func (e *Engine) run(write bool, fn func(storage.KVTx) error) (err error) {
+	if write {
+		e.writeMu.Lock()
+		defer e.writeMu.Unlock()
+	}
 	s, err := e.session(e.ctx, write)
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -123,6 +125,37 @@ func reversed(ks [][]byte) [][]byte {
 
 var kvTests = map[string]func(*testing.T, storage.Engine){
 	"ModelCheck": modelCheck, // suite_kvmodel.go
+	// Updates called concurrently behave as if one at a time: read-modify-write
+	// increments from several goroutines lose none.
+	"ConcurrentUpdatesSerialise": func(t *testing.T, e storage.Engine) {
+		const writers, each = 4, 25
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				for range each {
+					err := kvTry(e, "counter", func(b storage.KVBucket) error {
+						n := 0
+						if v := b.Get([]byte("n")); v != nil {
+							var err error
+							if n, err = strconv.Atoi(string(v)); err != nil {
+								return err
+							}
+						}
+						return b.Put([]byte("n"), []byte(strconv.Itoa(n+1)))
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		kvView(t, e, "counter", func(b storage.KVBucket) error {
+			require.Equal(t, strconv.Itoa(writers*each), string(b.Get([]byte("n"))))
+			return nil
+		})
+	},
 	// A cursor walks keys in unsigned byte order both ways; Seek lands on the first key at
 	// or after its argument; each move past an end gives nil; a cursor sees the
 	// transaction's own writes and deletes.
