@@ -307,7 +307,6 @@ func TestReplicasNativeLeaderKilled(t *testing.T) {
 	}
 	more := make(chan sent, 1)
 	go func() { // these wait through the takeover
-		time.Sleep(pooledConnRace) // see pooledConnRace
 		ids, errs := sendJobs(client, f, during)
 		more <- sent{ids, errs}
 	}()

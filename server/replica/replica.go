@@ -224,6 +224,15 @@ func (f *Forwarder) outgoing(r *http.Request, target *url.URL, body []byte) *htt
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	// Replayable: when a kept-alive connection fails before any answer (the leader died
+	// and this replica had not yet seen the connection close), net/http sends the
+	// request again on a fresh one; dialling the dead leader then fails and the loop in
+	// ServeHTTP waits for the next. A nil idempotency key is never sent on the wire.
+	// The leader may have applied the request before dying: resending is at-least-once,
+	// as a client's own retry of a 502 would be.
+	if _, ok := out.Header["Idempotency-Key"]; !ok { // a client's own key is passed on
+		out.Header["Idempotency-Key"] = nil
+	}
 	for _, h := range hopHeaders {
 		out.Header.Del(h)
 	}

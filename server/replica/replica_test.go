@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -196,4 +197,61 @@ func TestSecretSentAndClientsDropped(t *testing.T) {
 		f.ServeHTTP(httptest.NewRecorder(), req)
 		require.Equal(t, secret, <-got)
 	}
+}
+
+// A leader that dies with a forwarded request unanswered on a kept-alive connection (the
+// follower had not yet seen it close): the request is sent again, to the next leader,
+// instead of failing with 502.
+func TestRequestOnKeptAliveConnToDeadLeaderGoesToNext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	died := make(chan struct{})
+	go func() { // the dying leader: answers one request, then dies reading the second
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		for n := 1; ; n++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			if n == 2 {
+				ln.Close() // gone: nothing accepts and the connection drops
+				close(died)
+				return
+			}
+			_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		}
+	}()
+	var bodies []string
+	var mu sync.Mutex
+	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer next.Close()
+	stub := &leaderStub{addr: "http://" + ln.Addr().String()}
+	f := newForwarder(t, Config{Self: "r-me", Leader: stub.get, WaitForLeader: 10 * time.Second})
+
+	rec := httptest.NewRecorder()
+	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("first")))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	go func() {
+		<-died
+		stub.set(next.URL) // the takeover
+	}()
+	rec = httptest.NewRecorder()
+	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("second")))
+	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"second"}, bodies)
 }
