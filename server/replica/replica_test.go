@@ -29,6 +29,32 @@ func (l *leaderStub) get(context.Context) (string, error) {
 	return l.addr, nil
 }
 
+// recordingLeader is a leader that answers 201 and records the bodies it got.
+type recordingLeader struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []string
+}
+
+func newRecordingLeader(t *testing.T) *recordingLeader {
+	l := &recordingLeader{}
+	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		l.mu.Lock()
+		l.got = append(l.got, string(b))
+		l.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(l.Close)
+	return l
+}
+
+func (l *recordingLeader) bodies() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.got...)
+}
+
 func newForwarder(t *testing.T, cfg Config) *Forwarder {
 	t.Helper()
 	f, err := New(cfg)
@@ -96,16 +122,7 @@ func TestRequestWaitsThroughTakeover(t *testing.T) {
 	deadURL := "http://" + dead.Addr().String()
 	require.NoError(t, dead.Close()) // nothing listens there now: dialling fails
 
-	var bodies []string
-	var mu sync.Mutex
-	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer next.Close()
+	next := newRecordingLeader(t)
 	stub := &leaderStub{addr: deadURL}
 	f := newForwarder(t, Config{Self: "r-me", Leader: stub.get, WaitForLeader: 10 * time.Second})
 	go func() {
@@ -117,9 +134,7 @@ func TestRequestWaitsThroughTakeover(t *testing.T) {
 	rec := httptest.NewRecorder()
 	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("payload")))
 	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"payload"}, bodies)
+	require.Equal(t, []string{"payload"}, next.bodies())
 }
 
 func TestNoLeaderAnswers503AfterWaiting(t *testing.T) {
@@ -228,16 +243,7 @@ func TestRequestOnKeptAliveConnToDeadLeaderGoesToNext(t *testing.T) {
 			_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 		}
 	}()
-	var bodies []string
-	var mu sync.Mutex
-	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer next.Close()
+	next := newRecordingLeader(t)
 	stub := &leaderStub{addr: "http://" + ln.Addr().String()}
 	f := newForwarder(t, Config{Self: "r-me", Leader: stub.get, WaitForLeader: 10 * time.Second})
 
@@ -251,7 +257,5 @@ func TestRequestOnKeptAliveConnToDeadLeaderGoesToNext(t *testing.T) {
 	rec = httptest.NewRecorder()
 	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("second")))
 	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"second"}, bodies)
+	require.Equal(t, []string{"second"}, next.bodies())
 }
