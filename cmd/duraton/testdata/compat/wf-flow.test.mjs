@@ -12,6 +12,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Client as QStashClient } from "@upstash/qstash";
 import { Host, newWfClient, env, tag, short, sleep, waitFor, waitForRun, assertDeliveries } from "./wflib.mjs";
 
@@ -23,6 +24,9 @@ const qstash = new QStashClient({ baseUrl: env.url, token: env.token });
 // occasionally ~100 ms later (the Node event loop is busy running the SDK for the other
 // delivery in flight). A rate limiter that did not work (~13 starts/s here) or used fixed
 // windows (up to 2 × 5 starts around a window edge) still fails the check by far.
+// On a loaded machine the event loop can stall for longer (one CI run: a 150 ms step took
+// 556 ms, and the arrivals behind it bunched up), so the test also measures the loop's
+// worst delay while the load runs and allows that on top (it says so when it does).
 const RATE_TOLERANCE_MS = 200;
 
 /**
@@ -111,6 +115,8 @@ test("flow control: run-level parallelism 2 + rate 5/1s over 20 runs of a 2-step
   host.records.length = 0;
 
   const flowControl = { key, parallelism: 2, rate: 5, period: "1s" };
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
   const triggered = await Promise.all(Array.from({ length: 20 }, (_, i) => client.trigger({ url, body: { i }, flowControl })));
   const runIds = triggered.map((r) => r.workflowRunId);
   assert.equal(new Set(runIds).size, 20, `20 distinct run ids: ${runIds}`);
@@ -139,8 +145,14 @@ test("flow control: run-level parallelism 2 + rate 5/1s over 20 runs of a 2-step
 
   const par = maxInFlight(ds);
   assert.ok(par.max <= 2, `at most 2 deliveries of ${key} in flight at once, saw ${par.max}: ${par.witness}`);
-  const rate = maxStartsInWindow(ds.map((d) => d.at), 1000 - RATE_TOLERANCE_MS);
-  assert.ok(rate.max <= 5, `at most 5 starts of ${key} in any 1 s window, saw ${rate.max}: ${rate.witness}\n${timeline(ds)}`);
+  loopDelay.disable();
+  const stallMs = Math.round(loopDelay.max / 1e6);
+  // Never shorter than 400 ms: 5 starts at 2 in flight and 150 ms steps still take most
+  // of that, and a limiter letting 10 through around a window edge still shows.
+  const windowMs = Math.max(400, 1000 - RATE_TOLERANCE_MS - stallMs);
+  if (stallMs > 50) t.diagnostic(`the event loop stalled up to ${stallMs} ms: starts checked in ${windowMs} ms windows`);
+  const rate = maxStartsInWindow(ds.map((d) => d.at), windowMs);
+  assert.ok(rate.max <= 5, `at most 5 starts of ${key} in any ${windowMs} ms window (1 s less the tolerance and the worst event-loop stall, ${stallMs} ms), saw ${rate.max}: ${rate.witness}\n${timeline(ds)}`);
   // 60-ish deliveries at 5/s cannot be done much faster than (n-5)/5 s.
   const span = ds[ds.length - 1].at - ds[0].at;
   assert.ok(span >= ((ds.length - 5) / 5) * 1000 - 1000, `${ds.length} starts took only ${span} ms`);
