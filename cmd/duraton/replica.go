@@ -88,7 +88,14 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		return err
 	}
 	var local atomic.Pointer[http.Handler] // the node's API handler once this replica leads
+	// One registry for the process's life: a follower serves it itself, and the node
+	// adds the engine's metrics to it once this replica leads.
+	mtr := metrics.New("")
+	onForward := mtr.Replica(func() bool { return local.Load() != nil },
+		replica.ResultOK, replica.ResultBadGateway, replica.ResultNoLeader)
 	fwd, err := replica.New(replica.Config{
+		Metrics:   mtr.Handler(f.MetricsToken),
+		OnForward: onForward,
 		Secret: secret,
 		Local: func() http.Handler {
 			if h := local.Load(); h != nil {
@@ -159,7 +166,7 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	eng.Fence(id, epoch)
 	log.Info("took the leader lease", "epoch", epoch)
 
-	n, store, err := lead(ctx, eng, f, policy, secret, stdout, log)
+	n, store, err := lead(ctx, eng, f, policy, secret, mtr, stdout, log)
 	if err != nil {
 		httpSrv.Close()
 		return err
@@ -204,14 +211,13 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 }
 
 // lead builds and starts the node over the shared database, on the database's clock.
-func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Policy, secret string, stdout io.Writer, log *slog.Logger) (*node, *storage.Store, error) {
+func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Policy, secret string, mtr *metrics.Metrics, stdout io.Writer, log *slog.Logger) (*node, *storage.Store, error) {
 	offset, err := eng.ClockOffset(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	log.Info("database clock", "offset", offset.String())
 	now := func() time.Time { return time.Now().Add(offset) }
-	mtr := metrics.New("")
 	// The store does not close the engine: the lease is resigned after the store's last
 	// write, on the same pool.
 	store, err := storage.OpenEngine(keepOpen{eng}, storage.Options{OnCommit: mtr.OnCommit})

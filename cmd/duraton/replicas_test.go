@@ -426,6 +426,16 @@ func TestReplicasFollowersForward(t *testing.T) {
 	}
 	require.Len(t, ep.snapshot(), 1)
 
+	// Each replica's /metrics is its own: the followers count what they forwarded, the
+	// leader what it delivered.
+	_, m0, _ := getVia(t, client, f[0], "/metrics")
+	require.Contains(t, m0, "duraton_replica_leader 0\n")
+	require.Regexp(t, `(?m)^duraton_replica_forwards_total\{result="ok"\} [1-9]`, m0)
+	require.Contains(t, m0, `duraton_delivery_outcomes_total{result="delivered"} 0`+"\n", "a follower delivers nothing")
+	_, ml, _ := getVia(t, client, leader, "/metrics")
+	require.Contains(t, ml, "duraton_replica_leader 1\n")
+	require.Contains(t, ml, `duraton_delivery_outcomes_total{result="delivered"} 1`+"\n")
+
 	// The leader dies. Requests through both followers right after wait for the takeover
 	// and succeed: a read through one, a publish through the other.
 	oldEpoch := leader.epoch()

@@ -54,6 +54,13 @@ type Config struct {
 	// MaxBodyBytes caps a forwarded request's body: the largest any route of the leader
 	// accepts (its per-route limits still apply there). Default 16 MiB.
 	MaxBodyBytes int64
+	// Metrics serves this replica's own GET /metrics (nil: forwarded like any request).
+	// A follower answers it itself so that a scrape of each replica reads that replica,
+	// and the leader's counters are not collected once per replica.
+	Metrics http.Handler
+	// OnForward, if set, is told how each request a follower handled ended: ResultOK
+	// (the leader answered), ResultBadGateway or ResultNoLeader.
+	OnForward func(result string)
 	// Transport sends forwarded requests. Default: a clone of http.DefaultTransport.
 	Transport http.RoundTripper
 	// Now is the clock. Default time.Now.
@@ -111,6 +118,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok","role":"follower"}`))
 		return
+	case "/metrics":
+		if f.cfg.Metrics != nil && f.local() == nil {
+			f.cfg.Metrics.ServeHTTP(w, r)
+			return
+		}
 	case "/readyz":
 		if _, err := f.target(r.Context(), false); err != nil {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -152,12 +164,14 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err != nil {
+			f.observe(ResultNoLeader)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		resp, err := f.cfg.Transport.RoundTrip(f.outgoing(r, target, body))
 		if err == nil && !notLeader(resp) {
+			f.observe(ResultOK)
 			copyResponse(w, resp)
 			return
 		}
@@ -172,6 +186,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Refused unread by a replica that does not lead (yet): the lease names it
 			// while it starts its engine. Wait for it, or for the next leader.
 			if f.cfg.Now().After(deadline) {
+				f.observe(ResultNoLeader)
 				copyResponse(w, resp)
 				return
 			}
@@ -180,6 +195,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else if !notSent(err) || f.cfg.Now().After(deadline) {
 			// It may have reached the leader: sending it again could do it twice.
 			f.cfg.Logger.Warn("forward to leader failed", "err", err, "path", r.URL.Path)
+			f.observe(ResultBadGateway)
 			writeError(w, http.StatusBadGateway, "the leading replica did not answer: "+err.Error()+"; retry")
 			return
 		}
@@ -187,6 +203,19 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// The results OnForward is told.
+const (
+	ResultOK         = "ok"
+	ResultBadGateway = "bad_gateway"
+	ResultNoLeader   = "no_leader"
+)
+
+func (f *Forwarder) observe(result string) {
+	if f.cfg.OnForward != nil {
+		f.cfg.OnForward(result)
 	}
 }
 

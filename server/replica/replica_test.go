@@ -259,3 +259,37 @@ func TestRequestOnKeptAliveConnToDeadLeaderGoesToNext(t *testing.T) {
 	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
 	require.Equal(t, []string{"second"}, next.bodies())
 }
+
+// A follower answers /metrics itself (each replica's scrape is its own) and reports how
+// each forward ended.
+func TestMetricsLocalAndForwardResults(t *testing.T) {
+	next := newRecordingLeader(t)
+	stub := &leaderStub{addr: next.URL}
+	var mu sync.Mutex
+	results := map[string]int{}
+	f := newForwarder(t, Config{
+		Self: "r-me", Leader: stub.get, WaitForLeader: 100 * time.Millisecond,
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "own metrics") }),
+		OnForward: func(r string) {
+			mu.Lock()
+			results[r]++
+			mu.Unlock()
+		},
+	})
+	rec := httptest.NewRecorder()
+	f.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, "own metrics", rec.Body.String())
+	require.Empty(t, next.bodies(), "not forwarded")
+
+	rec = httptest.NewRecorder()
+	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("a")))
+	require.Equal(t, http.StatusCreated, rec.Code)
+	stub.set("")
+	f.forget()
+	rec = httptest.NewRecorder()
+	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("b")))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{ResultOK: 1, ResultNoLeader: 1}, results)
+}
