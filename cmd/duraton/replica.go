@@ -96,7 +96,7 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	fwd, err := replica.New(replica.Config{
 		Metrics:   mtr.Handler(f.MetricsToken),
 		OnForward: onForward,
-		Secret: secret,
+		Secret:    secret,
 		Local: func() http.Handler {
 			if h := local.Load(); h != nil {
 				return *h
