@@ -138,10 +138,13 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		}
 	}
 
-	// Follow until the lease is free.
+	// Follow until the lease is free: poll, and try at once when a leader resigns.
 	renewEvery := f.LeaseTTL / 5
 	tick := time.NewTicker(renewEvery)
 	defer tick.Stop()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	resigned := eng.WatchLease(watchCtx, log)
 	var epoch int64
 	var leaseFrom time.Time // when the last successful take or renewal was sent (monotonic)
 	for epoch == 0 {
@@ -161,8 +164,10 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		case err := <-serveErr:
 			return err
 		case <-tick.C:
+		case <-resigned:
 		}
 	}
+	stopWatch()
 	eng.Fence(id, epoch)
 	log.Info("took the leader lease", "epoch", epoch)
 

@@ -331,13 +331,14 @@ func TestReplicasLeaderKilled(t *testing.T) {
 }
 
 // TestReplicasLeaderSIGTERMHandsOver: a leader stopped with SIGTERM resigns the lease on
-// its way out, so a follower takes over at its next poll (TTL/5), not after the lease
-// expired (TTL + grace). Long lease flags make the two clearly apart: 10 s + 2 s against
-// a 2 s poll. A message published through the follower before the stop is delivered.
+// its way out and NOTIFYs, so a follower takes over at once: not at its next poll (TTL/5)
+// and not after the lease expired (TTL + grace). The longest lease flags make the three
+// clearly apart: a 60 s poll and a 5 min lease against a handover bound of 2 s. A message
+// published through the follower before the stop is delivered.
 func TestReplicasLeaderSIGTERMHandsOver(t *testing.T) {
 	skipShortReplicas(t)
 	t.Parallel()
-	const ttl, grace = 10 * time.Second, 2 * time.Second
+	const ttl, grace = 5 * time.Minute, 2 * time.Second
 	db := pgtest.Start(t).NewDatabase(t)
 	ep := newLoadEndpoint(t)
 	reps, leader := startReplicas(t, db, newReplicaCreds(), 2, "--lease-ttl", ttl.String(), "--lease-grace", grace.String())
@@ -350,11 +351,11 @@ func TestReplicasLeaderSIGTERMHandsOver(t *testing.T) {
 
 	leader.Stop() // SIGTERM; fails the test unless it exits cleanly
 	exitedAt := time.Now()
-	_, tookOverAt := waitLeader(t, []*replicaProc{follower}, leader.epoch()+1, ttl+grace+30*time.Second)
+	_, tookOverAt := waitLeader(t, []*replicaProc{follower}, leader.epoch()+1, 15*time.Second)
 	handover := tookOverAt.Sub(exitedAt)
 	t.Logf("leader exited after SIGTERM; the follower leads %dms later (poll every %s; lease %s + grace %s)",
 		handover.Milliseconds(), ttl/5, ttl, grace)
-	require.Less(t, handover, ttl/5+time.Second, "the stopped leader resigned: the follower takes over at its next poll")
+	require.Less(t, handover, 2*time.Second, "the stopped leader resigned and notified: the follower takes over at once")
 	require.NotContains(t, leader.stderr.String(), "resign the leader lease", "the resignation succeeded")
 
 	_, id2, _, err := publishTo(context.Background(), client, follower, ep.srv.URL+"/term", "after", "", "")

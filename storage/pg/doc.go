@@ -7,5 +7,6 @@
 // transaction per group commit; none is ever held across an HTTP delivery), and the
 // leader lease (lease.go): one replica at a time runs the delivery engine, and every
 // transaction it writes is fenced by the lease's epoch, so a replica that lost the lease
-// cannot write after another took over.
+// cannot write after another took over. A resignation NOTIFYs the followers (watch.go):
+// a wake-up hint only, on top of their polling.
 package pg

@@ -73,10 +73,13 @@ func (e *Engine) Renew(ctx context.Context, holder string, epoch int64, ttl time
 }
 
 // Resign gives the lease up at once (a clean shutdown), so a follower takes over without
-// waiting for it to expire.
+// waiting for it to expire. It notifies leaseChannel (see WatchLease), so followers try
+// at once rather than at their next poll.
 func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
-	_, err := e.pool.Exec(ctx, `UPDATE duraton_leader SET lease_until = '-infinity', holder = ''
-		WHERE id = 1 AND holder = $1 AND epoch = $2`, holder, epoch)
+	_, err := e.pool.Exec(ctx, `WITH resigned AS (
+			UPDATE duraton_leader SET lease_until = '-infinity', holder = ''
+			WHERE id = 1 AND holder = $1 AND epoch = $2 RETURNING 1)
+		SELECT pg_notify('`+leaseChannel+`', '') FROM resigned`, holder, epoch)
 	if err != nil {
 		return fmt.Errorf("pg: resign lease: %w", err)
 	}

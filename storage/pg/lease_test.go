@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"sync"
 	"testing"
@@ -169,4 +170,26 @@ func TestFailedReadFailsTransaction(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, storage.ErrNotFound, "the transaction's error is the failed read, not not-found")
 	require.True(t, sawNotFound, "inside fn the read found nothing (reads cannot return errors); the transaction still failed")
+}
+
+// A resignation wakes WatchLease's channel (NOTIFY), so followers need not wait for their
+// poll. The watch connects in the background: resign until one arrives.
+func TestWatchLeaseWokenByResign(t *testing.T) {
+	e := openEngine(t, pgtest.Shared(t).NewDatabase(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := e.WatchLease(ctx, slog.Default())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		epoch, err := e.TryLead(ctx, "a", "http://a", time.Minute, 0)
+		require.NoError(t, err)
+		require.Positive(t, epoch)
+		require.NoError(t, e.Resign(ctx, "a", epoch))
+		select {
+		case <-wake:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "no wake-up from a resignation within 10 s")
+	}
 }
