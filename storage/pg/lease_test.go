@@ -2,8 +2,8 @@ package pg_test
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
