@@ -79,16 +79,7 @@ func TestReplicaFencedAfterLeaseStolen(t *testing.T) {
 	require.NoError(t, err)
 	close(first) // the old leader gets its answer now, and cannot record it
 
-	exited := make(chan error, 1)
-	go func() { exited <- old.wait() }()
-	select {
-	case err := <-exited:
-		old.ended = true
-		require.Error(t, err, "a fenced leader exits with an error")
-	case <-time.After(replicaTTL + 5*time.Second): // it renews every TTL/5
-		t.Fatalf("the leader whose lease was taken is still running")
-	}
-	require.Contains(t, old.stderr.String(), "leader lease lost")
+	old.waitSelfFenced(t, "its lease was taken")
 
 	next := startReplica(t, db, creds)
 	waitLeader(t, []*replicaProc{next}, 3, startupTimeout) // epoch 2 was the thief's
@@ -108,4 +99,23 @@ func TestReplicaFencedAfterLeaseStolen(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // a wrong third delivery right after would show here
 	require.Len(t, snapshot(), 2)
+}
+
+// waitSelfFenced waits for a leader to stop itself after losing its lease (it renews
+// every TTL/5 and gives up after 4/5 TTL): it must exit with an error saying so. It
+// returns how long that took.
+func (r *replicaProc) waitSelfFenced(t *testing.T, why string) time.Duration {
+	t.Helper()
+	from := time.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- r.wait() }()
+	select {
+	case err := <-exited:
+		r.ended = true
+		require.Error(t, err, "a leader that %s exits with an error", why)
+	case <-time.After(replicaTTL + 5*time.Second):
+		t.Fatalf("the leader is still running %s after %s", replicaTTL+5*time.Second, why)
+	}
+	require.Contains(t, r.stderr.String(), "leader lease lost")
+	return time.Since(from)
 }
