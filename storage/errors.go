@@ -13,9 +13,9 @@ var (
 
 	// Writes.
 	ErrClosed = errors.New("store is closed")
-	// ErrWriteFailed: the commit itself failed (disk full, I/O error); nothing of it is
-	// stored. Later writes may succeed.
-	ErrWriteFailed = errors.New("data file write failed")
+	// ErrWriteFailed: the commit itself failed (disk full, I/O error, a lost database
+	// connection); nothing of it is stored. Later writes may succeed.
+	ErrWriteFailed = errors.New("store write failed")
 	ErrConflict    = errors.New("record changed concurrently")
 
 	// ErrNotBolt: the operation reads the bbolt file (a backup), and this store runs on
