@@ -144,18 +144,41 @@ func (e *Engine) View(fn func(storage.KVTx) error) error { return e.run(false, f
 // waits for it, and after a takeover it fails with storage.ErrFenced.
 func (e *Engine) Update(fn func(storage.KVTx) error) error { return e.run(true, fn) }
 
-func (e *Engine) run(write bool, fn func(storage.KVTx) error) (err error) {
-	if write {
-		e.writeMu.Lock()
-		defer e.writeMu.Unlock()
-	}
-	s, err := e.session(e.ctx, write)
-	if err != nil {
+func (e *Engine) run(write bool, fn func(storage.KVTx) error) error {
+	if !write {
+		// A read is not run again (its function may not be safe to repeat); the pool's
+		// other connections are dropped, as likely dead as this one.
+		connLost, err := e.attempt(false, fn)
+		if connLost {
+			e.pool.Reset()
+		}
 		return err
 	}
-	committed := false
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	connLost, err := e.attempt(true, fn)
+	if connLost {
+		// The connection died before COMMIT was sent, so nothing was committed: most
+		// likely the server restarted, and every pooled connection is as dead as this
+		// one. Drop them all and run the transaction once more on a new one (a write
+		// function may run twice: storage's group commit re-runs a group anyway).
+		e.pool.Reset()
+		_, err = e.attempt(true, fn)
+	}
+	return err
+}
+
+// attempt runs fn in one transaction. connLost reports a failure of the connection
+// before anything was committed: a write that may be run again.
+func (e *Engine) attempt(write bool, fn func(storage.KVTx) error) (connLost bool, err error) {
+	s, err := e.session(e.ctx, write)
+	if err != nil {
+		return false, err
+	}
+	committing := false
 	defer func() {
-		if !committed {
+		if !committing {
+			connLost = err != nil && s.conn.Conn().IsClosed() && e.ctx.Err() == nil
 			if rerr := s.end(false); err == nil && rerr != nil {
 				err = rerr
 			}
@@ -163,7 +186,7 @@ func (e *Engine) run(write bool, fn func(storage.KVTx) error) (err error) {
 	}()
 	if write {
 		if err := e.checkFence(s); err != nil {
-			return err
+			return false, err
 		}
 	}
 	t := &tx{e: e, ctx: e.ctx, ptx: s, write: write}
@@ -172,27 +195,27 @@ func (e *Engine) run(write bool, fn func(storage.KVTx) error) (err error) {
 	}
 	ferr := fn(t)
 	if t.err != nil {
-		return t.err // a failed read or write fails the whole transaction
+		return false, t.err // a failed read or write fails the whole transaction
 	}
 	if ferr != nil {
-		return ferr
+		return false, ferr
 	}
 	if !write {
-		return nil
+		return false, nil
 	}
 	if err := t.flushAll(); err != nil {
-		return err
+		return false, err
 	}
-	committed = true
+	committing = true
 	if err := s.end(true); err != nil {
 		t.uncache() // it may have committed: what it wrote is read again
-		return err
+		return false, err
 	}
 	t.recache()
 	for k, id := range t.created {
 		e.buckets.Store(k, id)
 	}
-	return nil
+	return false, nil
 }
 
 // checkFence fails the transaction unless this process still holds the lease it led

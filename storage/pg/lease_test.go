@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
@@ -191,5 +192,44 @@ func TestWatchLeaseWokenByResign(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		require.True(t, time.Now().Before(deadline), "no wake-up from a resignation within 10 s")
+	}
+}
+
+// A write whose pooled connection was killed by the server (a restart, an administrator)
+// before it could commit is run again on a new connection instead of failing; on a
+// leader's engine too, whose first statement is the fence check.
+func TestWriteRetriedOnDeadConnection(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		e := openEngine(t, pgtest.Shared(t).NewDatabase(t))
+		ctx := context.Background()
+		if fenced {
+			epoch, err := e.TryLead(ctx, "a", "http://a", time.Hour, 0)
+			require.NoError(t, err)
+			e.Fence("a", epoch)
+		}
+		put := func(k string) error {
+			return e.Update(func(tx storage.KVTx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte("b"))
+				if err != nil {
+					return err
+				}
+				return b.Put([]byte(k), []byte("v"))
+			})
+		}
+		require.NoError(t, put("before"))
+		// Every other session of this database ends, as in a server restart.
+		killer, err := pgx.Connect(ctx, e.Pool().Config().ConnConfig.ConnString())
+		require.NoError(t, err)
+		var killed int
+		require.NoError(t, killer.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&killed))
+		require.NoError(t, killer.Close(ctx))
+		require.Positive(t, killed, "the pool had a connection to kill")
+
+		require.NoError(t, put("after"), "fenced=%v", fenced)
+		require.NoError(t, e.View(func(tx storage.KVTx) error {
+			require.NotNil(t, tx.Bucket([]byte("b")).Get([]byte("after")))
+			return nil
+		}))
 	}
 }
