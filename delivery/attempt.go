@@ -19,8 +19,8 @@ var recordBackoff = []time.Duration{10 * time.Millisecond, 100 * time.Millisecon
 
 const storageRetryDelay = time.Second
 
-// attempt sends one started delivery and records its outcome. It runs in its own
-// goroutine and reports the start back to the dispatcher exactly once.
+// attempt sends one started delivery and records its outcome. It runs on an attempt
+// worker (workers.go) and reports the start back to the dispatcher exactly once.
 func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 	defer e.attempts.Done()
 	entry := st.Entry

@@ -19,7 +19,7 @@ type dispatcher struct {
 	sched *sched.Scheduler
 
 	page   func(req sched.PageRequest) ([]storage.DueEntry, error)
-	launch func(sched.Start) // runs one attempt in its own goroutine
+	launch func(sched.Start) // runs one attempt on an attempt worker, without waiting
 	now    func() time.Time
 	log    *slog.Logger
 

@@ -250,6 +250,7 @@ type Engine struct {
 	cancel   context.CancelCauseFunc // cancels in-flight attempts
 	loops    sync.WaitGroup          // dispatcher and sweeper
 	attempts sync.WaitGroup          // in-flight attempts
+	workers  *workers                // the goroutines attempts run on (workers.go)
 }
 
 // New builds an engine over store. It starts nothing; call Start.
@@ -285,6 +286,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 	// Attempts run under runCtx; Stop cancels it after the drain.
 	e.runCtx, e.cancel = context.WithCancelCause(context.Background())
 	e.disp = newDispatcher(s, e.pageDue, e.launch, e.now, e.log)
+	e.workers = newWorkers(func(st sched.Start) { e.attempt(e.runCtx, st) }, idleWorkerWait)
 	return e, nil
 }
 
@@ -304,10 +306,10 @@ func (e *Engine) pageDue(req sched.PageRequest) ([]storage.DueEntry, error) {
 	return out, err
 }
 
-// launch runs one started delivery in its own goroutine.
+// launch runs one started delivery on an attempt worker (workers.go).
 func (e *Engine) launch(st sched.Start) {
 	e.attempts.Add(1)
-	go e.attempt(e.runCtx, st)
+	e.workers.start(st)
 }
 
 // Start loads the due index and starts the dispatcher and the retention sweeper. It
@@ -350,6 +352,7 @@ func (e *Engine) Stop() {
 	}
 	e.cancel(errors.New("engine stopped"))
 	e.attempts.Wait()
+	e.workers.stop()
 	e.loops.Wait()
 }
 
