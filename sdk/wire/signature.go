@@ -204,12 +204,13 @@ func appendFieldName(buf []byte, name string, first bool) []byte {
 	return append(buf, '"', ':')
 }
 
-// appendJSONString appends s as a JSON string: printable ASCII other than " and \ as
-// is, anything else through encoding/json (so control characters, invalid UTF-8 and
-// U+2028/U+2029 are escaped exactly as it does).
+// appendJSONString appends s as a JSON string: printable ASCII as is, " and \ escaped
+// with a backslash (as encoding/json does), anything else through encoding/json (so
+// control characters, invalid UTF-8 and U+2028/U+2029 are escaped exactly as it does).
+// A step object (a Go SDK publish's body) is printable ASCII with quotes.
 func appendJSONString[S ~string | ~[]byte](buf []byte, s S) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
 			var b bytes.Buffer
 			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false)
@@ -220,7 +221,14 @@ func appendJSONString[S ~string | ~[]byte](buf []byte, s S) ([]byte, error) {
 		}
 	}
 	buf = append(buf, '"')
-	buf = append(buf, s...)
+	done := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			buf = append(append(buf, s[done:i]...), '\\', c)
+			done = i + 1
+		}
+	}
+	buf = append(buf, s[done:]...)
 	return append(buf, '"'), nil
 }
 
