@@ -76,6 +76,15 @@ func (h *expHeap) Pop() any {
 // after normalising what HTTP lets differ: scheme and host case, default ports, percent
 // encoding of the path, and the order of query parameters.
 func sameURL(a, b string) bool {
+	if a == b { // the usual case: one parse instead of two and no query re-encoding
+		_, err := url.Parse(a)
+		return err == nil
+	}
+	return equivalentURLs(a, b)
+}
+
+// equivalentURLs is sameURL's comparison of two parsed URLs.
+func equivalentURLs(a, b string) bool {
 	ua, err1 := url.Parse(a)
 	ub, err2 := url.Parse(b)
 	if err1 != nil || err2 != nil {

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
@@ -21,4 +22,16 @@ func TestReplayCache(t *testing.T) {
 	later := now.Add(301 * time.Second)
 	require.True(t, c.accept("a", later.Unix()+300, later), "an expired token is forgotten (it no longer verifies anyway)")
 	require.Len(t, c.seen, 1)
+}
+
+// TestSameURLOfItself: for equal strings the shortcut answers what the full comparison
+// answers (true exactly when the URL parses).
+func TestSameURLOfItself(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"http://127.0.0.1:4100/wf", "https://A.example:443/a%2Fb?y=2&x=1", "http://h", "/relative", "",
+		"http://[::1", "http://h/%zz", "http://h:port/", "http://h/\x7f", " http://h"} {
+		_, err := url.Parse(u)
+		require.Equal(t, equivalentURLs(u, u), sameURL(u, u), "%q", u)
+		require.Equal(t, err == nil, sameURL(u, u), "%q", u)
+	}
 }
