@@ -35,3 +35,21 @@ func TestSameURLOfItself(t *testing.T) {
 		require.Equal(t, err == nil, sameURL(u, u), "%q", u)
 	}
 }
+
+// BenchmarkSameURL is the subject check of every delivery: the signed URL is the one the
+// request arrived at.
+func BenchmarkSameURL(b *testing.B) {
+	u := "http://127.0.0.1:41234/wf"
+	b.Run("Full", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			equivalentURLs(u, u)
+		}
+	})
+	b.Run("Equal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sameURL(u, u)
+		}
+	})
+}
