@@ -54,16 +54,16 @@ func fastHistory(raw []byte) ([]HistoryEntry, bool) {
 		}
 		s.ws()
 		for s.ok && s.peek() != '}' {
-			key := s.str()
+			key := s.key()
 			s.ws()
 			s.eat(':')
 			s.ws()
 			var bit int
-			switch key {
+			switch string(key) {
 			case "messageId":
 				e.MessageID, bit = s.str(), 1
 			case "callType":
-				e.CallType, bit = s.str(), 2
+				e.CallType, bit = s.strOr(CallTypeStep), 2
 			case "body":
 				raw := s.rawStr()
 				if !s.ok {
@@ -156,12 +156,12 @@ func fastBatch(raw []byte) ([]BatchEntry, bool) {
 		}
 		s.ws()
 		for s.ok && s.peek() != '}' {
-			key := s.str()
+			key := s.key()
 			s.ws()
 			s.eat(':')
 			s.ws()
 			var bit int
-			switch key {
+			switch string(key) {
 			case "destination":
 				e.Destination, bit = s.str(), 1
 			case "body":
@@ -240,6 +240,40 @@ func (s *batchScanner) eat(c byte) bool {
 	}
 	s.i++
 	return true
+}
+
+// key reads an object key to match against known names, without copying it. A key
+// with an escape or a control character turns ok false: no known name contains a
+// character JSON escapes, so it could only be an unknown key, which the callers leave
+// to encoding/json as well.
+func (s *batchScanner) key() []byte {
+	if !s.eat('"') {
+		return nil
+	}
+	start := s.i
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			return s.b[start : s.i-1]
+		case c == '\\' || c < 0x20:
+			s.ok = false
+			return nil
+		}
+	}
+	s.ok = false
+	return nil
+}
+
+// strOr is str that answers common itself, without copying, when the string is exactly
+// common (a history entry's callType is nearly always "step").
+func (s *batchScanner) strOr(common string) string {
+	if end := s.i + len(common) + 2; end <= len(s.b) && s.b[s.i] == '"' && s.b[end-1] == '"' &&
+		string(s.b[s.i+1:end-1]) == common {
+		s.i = end
+		return common
+	}
+	return s.str()
 }
 
 // str reads a string of valid UTF-8 whose escapes are the one-letter ones (\" \\ \/
