@@ -91,7 +91,7 @@ func (c *Context) parseHistory(body []byte) error {
 			continue
 		}
 		var s recordedStep
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := decodeStep(raw, &s); err != nil { // step_decode.go
 			return fmt.Errorf("workflow history entry %d: %w", i, err)
 		}
 		if s.StepID == 0 && s.TargetStep > 0 {
