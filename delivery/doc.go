@@ -4,8 +4,9 @@
 // one storage transaction. It is made of separate units:
 //
 //   - messages: publish.go (intake), attempt.go and send.go (one attempt: read, make the
-//     rate start durable, sign, send, classify), outcome.go (record an outcome),
-//     manage.go (cancel, DLQ, queues, retention sweep);
+//     rate start durable, sign, send, classify), workers.go (the goroutines attempts run
+//     on, kept for the next one), outcome.go (record an outcome), manage.go (cancel, DLQ,
+//     queues, retention sweep);
 //   - the dispatcher (dispatch.go): a thin loop around the pure scheduler of package
 //     sched (ready list, paging, queue gates, flow-control waitlists, rings, timers),
 //     which reads storage outside its lock and launches the starts the scheduler makes;
@@ -32,6 +33,6 @@
 //
 // Lifecycle: New, then Start(ctx) loads the scheduler's state and starts the dispatcher;
 // Stop stops dispatching, waits for in-flight attempts up to Config.DrainTimeout, cancels
-// the rest (they are redelivered on the next start) and returns. The caller closes the
-// store after Stop.
+// the rest (they are redelivered on the next start), ends the idle attempt workers and
+// returns. The caller closes the store after Stop.
 package delivery
