@@ -113,6 +113,39 @@ func (e *Engine) DLQ(ctx context.Context, project, cursor string, count int, kee
 	return entries, next, err
 }
 
+// WorkflowDLQ lists a project's workflow dead letters (those of a run) newest first;
+// keep decides on each with its run, read in the same transaction. (A keep that read the
+// run itself would open a read transaction inside another: bbolt deadlocks when a
+// commit waits to grow the file between the two.) A dead letter whose run is gone is
+// left out; any other failure to read a run fails the listing.
+func (e *Engine) WorkflowDLQ(ctx context.Context, project, cursor string, count int, keep func(*DLQEntry, *Run) bool) (entries []DLQEntry, next string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	err = e.store.View(func(tx *storage.Tx) error {
+		var readErr error
+		entries, next, err = tx.ListDLQ(project, cursor, count, e.cfg.MaxPageBytes, func(d *DLQEntry) bool {
+			if d.Message.RunID == "" || readErr != nil {
+				return false
+			}
+			run, err := tx.Run(project, d.Message.RunID)
+			if errors.Is(err, storage.ErrNotFound) {
+				return false
+			}
+			if err != nil {
+				readErr = err
+				return false
+			}
+			return keep(d, run)
+		})
+		if readErr != nil {
+			return readErr
+		}
+		return err
+	})
+	return entries, next, err
+}
+
 // DeleteDLQ removes dead letters by id and returns how many existed.
 func (e *Engine) DeleteDLQ(ctx context.Context, project string, ids []string) (int, error) {
 	return update(ctx, e.store, func(tx *storage.Tx) (int, error) {

@@ -16,7 +16,7 @@ import (
 // /v2/dlq?source=workflow), resume, restart, re-run the failure callback, delete.
 type workflowDLQHandlers struct {
 	engine interface {
-		DLQ(ctx context.Context, project, cursor string, count int, keep func(*delivery.DLQEntry) bool) ([]delivery.DLQEntry, string, error)
+		WorkflowDLQ(ctx context.Context, project, cursor string, count int, keep func(*delivery.DLQEntry, *delivery.Run) bool) ([]delivery.DLQEntry, string, error)
 		DeleteDLQ(ctx context.Context, project string, ids []string) (int, error)
 		Run(ctx context.Context, project, runID string) (*delivery.RunWithHistory, error)
 		ResumeRuns(ctx context.Context, project string, dlqIDs []string, restart bool, retries *int) ([]delivery.ResumedRun, error)
@@ -50,21 +50,13 @@ func (h *workflowDLQHandlers) selection(c echo.Context) ([]delivery.DLQEntry, st
 		return nil, "", err
 	}
 	project := projectOf(c)
-	keep := func(d *delivery.DLQEntry) bool {
-		m := &d.Message
-		if m.RunID == "" || (len(lq.ids) > 0 && !contains(lq.ids, d.DLQID)) {
+	keep := func(d *delivery.DLQEntry, run *delivery.Run) bool {
+		if len(lq.ids) > 0 && !contains(lq.ids, d.DLQID) {
 			return false
 		}
-		if !lq.f.admitsStatus(d.Response.Status) {
-			return false
-		}
-		if !lq.f.url.admits(m.URL) {
-			return false
-		}
-		run, err := h.engine.Run(c.Request().Context(), project, m.RunID)
-		return err == nil && rf.match(&run.Run)
+		return lq.f.admitsStatus(d.Response.Status) && lq.f.url.admits(d.Message.URL) && rf.match(run)
 	}
-	return h.engine.DLQ(c.Request().Context(), project, lq.cursor, lq.count, keep)
+	return h.engine.WorkflowDLQ(c.Request().Context(), project, lq.cursor, lq.count, keep)
 }
 
 // view is a workflow dead letter: the failed delivery plus its run.
