@@ -1,6 +1,10 @@
 package sdk
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/duraton/duraton/sdk/wire"
+)
 
 // decodeStep decodes a step object of the history into s. Step objects as the SDKs write
 // them — the keys concurrent, out, stepId, stepName, stepType and targetStep, integer
@@ -30,7 +34,7 @@ func fastStep(raw []byte, s *recordedStep) bool {
 			}
 			rest = rest[1:]
 		}
-		key, tail, ok := cutPlain(rest)
+		key, tail, ok := wire.CutPlainString(rest)
 		if !ok || len(tail) == 0 || tail[0] != ':' {
 			return false
 		}
@@ -44,11 +48,11 @@ func fastStep(raw []byte, s *recordedStep) bool {
 			s.TargetStep, rest, ok = cutInt(rest)
 		case "stepName":
 			var v []byte
-			v, rest, ok = cutPlain(rest)
+			v, rest, ok = wire.CutPlainString(rest)
 			s.StepName = string(v)
 		case "stepType":
 			var v []byte
-			v, rest, ok = cutPlain(rest)
+			v, rest, ok = wire.CutPlainString(rest)
 			s.StepType = string(v)
 		case "out":
 			var v []byte
@@ -64,41 +68,10 @@ func fastStep(raw []byte, s *recordedStep) bool {
 	return true
 }
 
-// cutPlain cuts a JSON string of printable ASCII without escapes off the front of b:
-// its content and what follows.
-func cutPlain(b []byte) (s, rest []byte, ok bool) {
-	if len(b) == 0 || b[0] != '"' {
-		return nil, nil, false
-	}
-	for i := 1; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return b[1:i], b[i+1:], true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return nil, nil, false
-		}
-	}
-	return nil, nil, false
-}
-
-// cutInt cuts a JSON integer of at most 15 digits (-?(0|[1-9][0-9]*)) off the front of b.
-func cutInt(b []byte) (n int, rest []byte, ok bool) {
-	neg := len(b) > 0 && b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	digits := 0
-	for digits < len(b) && b[digits] >= '0' && b[digits] <= '9' {
-		n = n*10 + int(b[digits]-'0')
-		digits++
-	}
-	if digits == 0 || digits > 15 || (digits > 1 && b[0] == '0') {
-		return 0, nil, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, b[digits:], true
+// cutInt is wire.CutInt of at most 15 digits, as an int.
+func cutInt(b []byte) (int, []byte, bool) {
+	n, rest, ok := wire.CutInt(b, 15)
+	return int(n), rest, ok
 }
 
 // cutJSONString cuts a whole JSON string, quotes included, off the front of b: no

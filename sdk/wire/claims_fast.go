@@ -70,7 +70,7 @@ func decodeSignedClaims(raw []byte) (checkedClaims, bool) {
 			}
 			rest = rest[1:]
 		}
-		name, tail, ok := cutPlainString(rest)
+		name, tail, ok := CutPlainString(rest)
 		if !ok || len(tail) == 0 || tail[0] != ':' {
 			return c, false
 		}
@@ -85,7 +85,7 @@ func decodeSignedClaims(raw []byte) (checkedClaims, bool) {
 		next = i + 1
 		if i < firstTimeClaim {
 			var v []byte
-			if v, rest, ok = cutPlainString(rest); !ok {
+			if v, rest, ok = CutPlainString(rest); !ok {
 				return c, false
 			}
 			switch i {
@@ -104,7 +104,7 @@ func decodeSignedClaims(raw []byte) (checkedClaims, bool) {
 			continue
 		}
 		var n int64
-		if n, rest, ok = cutClaimInt(rest); !ok {
+		if n, rest, ok = CutInt(rest, maxClaimDigits); !ok {
 			return c, false
 		}
 		at := time.Unix(n, 0)
@@ -118,42 +118,4 @@ func decodeSignedClaims(raw []byte) (checkedClaims, bool) {
 		}
 	}
 	return c, true
-}
-
-// cutPlainString cuts a JSON string of printable ASCII other than " and \ off the front
-// of b: its content and what follows it.
-func cutPlainString(b []byte) (s, rest []byte, ok bool) {
-	if len(b) == 0 || b[0] != '"' {
-		return nil, nil, false
-	}
-	for i := 1; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return b[1:i], b[i+1:], true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return nil, nil, false
-		}
-	}
-	return nil, nil, false
-}
-
-// cutClaimInt cuts a JSON integer (-?(0|[1-9][0-9]*), at most maxClaimDigits digits)
-// off the front of b.
-func cutClaimInt(b []byte) (n int64, rest []byte, ok bool) {
-	neg := len(b) > 0 && b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	digits := 0
-	for digits < len(b) && b[digits] >= '0' && b[digits] <= '9' {
-		n = n*10 + int64(b[digits]-'0')
-		digits++
-	}
-	if digits == 0 || digits > maxClaimDigits || (digits > 1 && b[0] == '0') {
-		return 0, nil, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, b[digits:], true
 }
