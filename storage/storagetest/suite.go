@@ -197,16 +197,7 @@ var dueTests = map[string]func(*testing.T, *storage.Store){
 			}
 			entries = append(entries, e)
 		}
-		update(t, s, func(tx *storage.Tx) error {
-			for _, e := range entries {
-				if err := tx.PutDue(e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		want := append([]storage.DueEntry(nil), entries...)
-		sortDue(want)
+		want := putDue(t, s, entries)
 		for _, size := range []int{1, 2, 3, len(want), len(want) + 1} {
 			got := scanAll(t, s, size)
 			require.Equal(t, want, got, "page size %d", size)
@@ -263,6 +254,22 @@ var dueTests = map[string]func(*testing.T, *storage.Store){
 }
 
 // sortDue sorts entries by index key.
+// putDue stores entries in one transaction and returns them in the due index's order.
+func putDue(t *testing.T, s *storage.Store, entries []storage.DueEntry) []storage.DueEntry {
+	t.Helper()
+	update(t, s, func(tx *storage.Tx) error {
+		for _, e := range entries {
+			if err := tx.PutDue(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	want := append([]storage.DueEntry(nil), entries...)
+	sortDue(want)
+	return want
+}
+
 func sortDue(es []storage.DueEntry) {
 	for i := 1; i < len(es); i++ {
 		for j := i; j > 0 && string(es[j].Key()) < string(es[j-1].Key()); j-- {

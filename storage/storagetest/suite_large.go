@@ -25,16 +25,7 @@ var largeTests = map[string]func(*testing.T, *storage.Store){
 		for i := range entries {
 			entries[i] = storage.DueEntry{DueAt: base.Add(time.Duration((i*7919)%largeN) * time.Millisecond).UnixNano(), MessageID: ids.New(storage.PrefixMessage, base), Project: projectP}
 		}
-		update(t, s, func(tx *storage.Tx) error {
-			for _, e := range entries {
-				if err := tx.PutDue(e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		want := append([]storage.DueEntry(nil), entries...)
-		sortDue(want)
+		want := putDue(t, s, entries)
 		for _, size := range []int{700, 1000, largeN + 1} {
 			require.Equal(t, want, scanAll(t, s, size), "page size %d", size)
 		}
