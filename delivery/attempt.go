@@ -111,7 +111,10 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 		return
 	}
 	if out.Verdict == Delivered && m.DetectTrigger && !answeredBySDK(out.Response.Header) {
-		out.Verdict, out.Fault, out.Response.Error = Final, FaultDestination, nonWorkflowDestination
+		out.Verdict, out.Fault, out.Response.Error, out.inline = Final, FaultDestination, nonWorkflowDestination, nil
+	}
+	if out.inline != nil {
+		out = e.prepareInline(m, out, e.now()) // inline.go
 	}
 	follow, err := e.recordWithRetry(ctx, m, out)
 	switch {
@@ -159,6 +162,13 @@ func (e *Engine) recordWithRetry(ctx context.Context, m *Message, out Outcome) (
 		if err == nil {
 			e.disp.apply(effects{forget: fx.forget, tokens: fx.tokens})
 			return fx.add, nil
+		}
+		if refused := (*inlineRefusedError)(nil); errors.As(err, &refused) {
+			// The run cannot take the answer's steps: the delivery fails for good, which
+			// the next round records. Not a storage error: no backoff, none spent.
+			out = refusedInline(out, refused.err)
+			i--
+			continue
 		}
 		if errors.Is(err, storage.ErrConflict) || i == len(recordBackoff) {
 			return nil, err

@@ -238,10 +238,11 @@ type Engine struct {
 	ids     *storage.IDGen
 	keys    keyCache
 	disp    *dispatcher
-	wf      *runs      // the workflow-run unit
-	hooks   runHooks   // the same unit, as the message engine sees it
-	flowMu  sync.Mutex // orders operator changes to flow-control keys with their storage
-	queueMu sync.Mutex // orders queue creations and changes with the scheduler's settings
+	wf      *runs        // the workflow-run unit
+	hooks   runHooks     // the same unit, as the message engine sees it
+	inline  *inlineOffer // nil: no inline answers offered (inline.go); set before Start
+	flowMu  sync.Mutex   // orders operator changes to flow-control keys with their storage
+	queueMu sync.Mutex   // orders queue creations and changes with the scheduler's settings
 	runCtx  context.Context
 
 	mu       sync.Mutex

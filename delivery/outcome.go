@@ -107,6 +107,14 @@ func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error)
 		if !tx.HasDue(storage.DueOf(m)) {
 			return fx, storage.ErrConflict
 		}
+		if out.inline != nil {
+			// The steps first, as when the SDK published them before answering.
+			inFx, err := e.inlineTx(tx, m, out.inline, now) // inline.go
+			if err != nil {
+				return fx, err
+			}
+			fx.merge(inFx)
+		}
 		if err := tx.DeleteDue(storage.DueOf(m)); err != nil {
 			return fx, err
 		}
@@ -183,6 +191,9 @@ func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error)
 	}
 	if err == nil {
 		e.observeRecorded(plan.log.State, fx)
+		if fx.inlined > 0 {
+			e.cfg.Observer.Published(ObsWorkflow, fx.inlined)
+		}
 	}
 	return fx, err
 }

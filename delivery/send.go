@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,6 +49,8 @@ type Outcome struct {
 	AI *flowctl.AIUsage
 	// budget is set on the made-up outcome of an AI call its run's cap stopped.
 	budget *budgetStop
+	// inline is a delivered attempt's inline answer (inline.go).
+	inline *inlineAnswer
 }
 
 // userAgent is the User-Agent value of every delivery, shared (never modified).
@@ -88,6 +91,10 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 		h[wire.HeaderFlowControlKey] = []string{fc.Key}
 		h[wire.HeaderFlowControlValue] = []string{flowControlValue(fc)}
 	}
+	offer := e.offersInline(m)
+	if offer {
+		h[wire.HeaderInline] = e.inline.header
+	}
 	req.Header = h
 
 	// The transport directly: http.Client would only copy the headers for redirects,
@@ -98,11 +105,30 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Error: describeSendError(err)}}
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
+	limit, inline := e.cfg.MaxResponseBytes, ""
+	if offer && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if inline = resp.Header.Get(wire.HeaderInline); inline != "" {
+			limit = e.inline.maxBytes + 1 // one more: a longer answer is refused, not cut
+		}
+	}
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil && ctx.Err() != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Status: resp.StatusCode, Error: "timed out reading the response"}}
 	}
-	return classify(resp.StatusCode, resp.Header, answer, now)
+	if inline == "" {
+		return classify(resp.StatusCode, resp.Header, answer, now)
+	}
+	out := classify(resp.StatusCode, resp.Header, nil, now) // the answer is not the response to keep
+	if err != nil {
+		// Cut short: a partial answer is not used. Sent again, as any failed read.
+		out.Verdict, out.Fault, out.Response.Error = Retryable, FaultDestination, "reading the inline answer failed"
+		return out
+	}
+	out.inline = &inlineAnswer{kind: inline, body: answer}
+	if int64(len(answer)) > e.inline.maxBytes {
+		return refusedInline(out, fmt.Errorf("the answer exceeds the offered %d bytes", e.inline.maxBytes))
+	}
+	return out
 }
 
 // classify turns an endpoint's answer into an Outcome (protocol §4.3).

@@ -20,6 +20,7 @@ type effects struct {
 	add, forget []storage.DueEntry
 	ended       []string   // final states of the runs the transaction ended (metrics)
 	tokens      []tokenAdj // tokenThrottle bucket changes (ai_tokens.go)
+	inlined     int        // step messages an inline answer stored (metrics; inline.go)
 }
 
 func (fx *effects) merge(o effects) {
@@ -27,6 +28,7 @@ func (fx *effects) merge(o effects) {
 	fx.add = append(fx.add, o.add...)
 	fx.forget = append(fx.forget, o.forget...)
 	fx.ended = append(fx.ended, o.ended...)
+	fx.inlined += o.inlined
 }
 
 // update runs fn in a group-committed write transaction and returns what fn returned in

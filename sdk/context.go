@@ -34,6 +34,11 @@ type Context struct {
 	last    recordedStep         // the entry this delivery ends with
 	next    int                  // the id the next step call gets
 
+	// inlineMax is the size of inline answer the delivery offers (wire.HeaderInline; 0:
+	// none); inline is the answer once a step made one (inline.go).
+	inlineMax int64
+	inline    *inlineReply
+
 	h *handler
 	r *http.Request
 }
@@ -118,9 +123,12 @@ func (c *Context) readDeliveryHeaders(h http.Header) {
 	if key := h.Get(wire.HeaderFlowControlKey); key != "" {
 		c.flow = parseFlowControl(key, h.Get(wire.HeaderFlowControlValue))
 	}
+	if n, err := strconv.ParseInt(h.Get(wire.HeaderInline), 10, 64); err == nil && n > 0 {
+		c.inlineMax = n
+	}
 	c.Headers = http.Header{}
 	for k, v := range h {
-		if strings.HasPrefix(k, wire.PrefixWorkflow) || k == wire.HeaderSignature {
+		if strings.HasPrefix(k, wire.PrefixWorkflow) || k == wire.HeaderSignature || k == wire.HeaderInline {
 			continue
 		}
 		c.Headers[k] = v

@@ -221,7 +221,7 @@ func (h *handler) serveStep(w http.ResponseWriter, c *Context, body []byte) {
 	case err != nil:
 		h.failRoute(w, err)
 	case done != nil:
-		h.ok(w, c.RunID, done.condition)
+		h.done(w, c, done.condition)
 	default:
 		var payload []byte
 		if result != nil {
@@ -229,6 +229,10 @@ func (h *handler) serveStep(w http.ResponseWriter, c *Context, body []byte) {
 				h.fail(w, http.StatusInternalServerError, fmt.Errorf("encode the route's result: %w", err))
 				return
 			}
+		}
+		if c.answerInline(wire.InlineEnd, payload) {
+			h.done(w, c, "success")
+			return
 		}
 		if err := h.client.do(c.r.Context(), http.MethodDelete, "/v2/workflows/runs/"+c.RunID, url.Values{"cancel": {"false"}}, nil, payload, nil); err != nil {
 			h.failRoute(w, err)
@@ -300,7 +304,7 @@ func (h *handler) serveCallback(w http.ResponseWriter, c *Context, body []byte) 
 		h.failRoute(w, err)
 		return
 	}
-	h.ok(w, c.RunID, "fromCallback")
+	h.done(w, c, "fromCallback")
 }
 
 func (h *handler) serveFailure(w http.ResponseWriter, c *Context, body []byte) {

@@ -75,6 +75,9 @@ func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
 		entries[i] = e
 	}
 	raw := wire.AppendBatchJSON(make([]byte, 0, batchSize(entries)), entries)
+	if c.answerInline(wire.InlineSteps, raw) { // inline.go
+		return nil
+	}
 	return h.client.do(c.requestContext(), http.MethodPost, "/v2/batch", nil, http.Header{wire.HeaderContentType: {"application/json"}}, raw, nil)
 }
 

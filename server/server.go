@@ -201,6 +201,11 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
 	publish := &publishHandlers{engine: engine, cfg: cfg, limits: limits, groups: cfg.URLGroups}
 	publish.register(v2)
+	// Deliveries to a run's workflow URL offer the inline answer (inline.go); its steps
+	// are parsed as a /v2/batch body is.
+	if err := engine.AcceptInlineSteps(publish.inlineSteps, cfg.MaxBatchBytes); err != nil {
+		return nil, err
+	}
 	(&scheduleHandlers{schedules: cfg.Schedules, publish: publish}).register(v2)
 	(&urlGroupHandlers{groups: cfg.URLGroups, publish: publish}).register(v2)
 	(&messageHandlers{engine: engine}).register(v2)

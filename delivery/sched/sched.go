@@ -334,8 +334,22 @@ func (s *Scheduler) Finish(st Start, follow []storage.DueEntry, now time.Time) [
 	if e.Queue != "" && !retried {
 		s.releaseQueueSlot(e.Project, e.Queue, e.MessageID)
 	}
-	starts := s.release(st, now)
-	s.Add(follow...)
+	// A follow-up that is due and goes through a waitlist takes its place there before
+	// the slot is released, so the release weighs it against the deliveries already
+	// waiting, as if it had been published while this one was in flight: the next step of
+	// an inline answer keeps its run's turn (older runs first, priority).
+	var starts []Start
+	later := make([]storage.DueEntry, 0, len(follow))
+	for _, f := range follow {
+		if f.MessageID == e.MessageID || f.Queue != "" || f.DueAt > now.UnixNano() || !s.needsFlow(f) || s.holds(f) {
+			later = append(later, f)
+			continue
+		}
+		f.Msg = nil // a waiting delivery holds no body, as in Next
+		s.enqueueFlow(f, now, &starts)
+	}
+	starts = append(starts, s.release(st, now)...)
+	s.Add(later...)
 	return starts
 }
 

@@ -62,6 +62,18 @@ const (
 	// an AI step, metered and capped whatever its URL path; the value names the API shape
 	// ("openai" or "anthropic"). The Go SDK's AI step sets it.
 	HeaderAI = "Duraton-Ai"
+	// HeaderInline on a delivery to a run's workflow URL offers the inline answer, Duraton's
+	// protocol extension: instead of publishing its next steps (POST /v2/batch) or ending
+	// the run (DELETE /v2/workflows/runs/{id}) and then answering, the endpoint may answer
+	// 2xx with HeaderInline: InlineSteps and the batch's JSON array as the body, or
+	// HeaderInline: InlineEnd and the run's result as the body. Duraton records the
+	// answer and the delivery's outcome in one transaction. The offer's value is the most
+	// bytes such an answer may have; an endpoint that does not know the header ignores it.
+	HeaderInline = "Duraton-Inline"
+	// InlineSteps and InlineEnd are the kinds of an inline answer (HeaderInline's value on
+	// the answer).
+	InlineSteps = "steps"
+	InlineEnd   = "end"
 
 	// Workflow delivery headers (server → endpoint, protocol §5).
 	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"
