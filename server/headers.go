@@ -267,7 +267,7 @@ func forwardedHeaders(h http.Header, prefix string, withContentType bool) (map[s
 func isReservedHeader(name string) bool {
 	switch name {
 	case wire.HeaderSignature, wire.HeaderMessageID, wire.HeaderRetried, wire.HeaderUserAgent,
-		wire.HeaderFlowControlKey, wire.HeaderFlowControlValue, wire.HeaderHops:
+		wire.HeaderFlowControlKey, wire.HeaderFlowControlValue, wire.HeaderHops, wire.HeaderInline:
 		return true
 	}
 	return false

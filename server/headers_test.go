@@ -51,6 +51,7 @@ func TestParseMessageHeaders(t *testing.T) {
 		"Upstash-Forward-Host", "evil.example", // hop-by-hop: dropped, not an error
 		"Upstash-Forward-Content-Length", "3",
 		"Upstash-Forward-Upstash-Signature", "forged", // set by Duraton: dropped
+		"Upstash-Forward-Duraton-Inline", "1024", // the offer is Duraton's (the TS SDK forwards it): dropped
 		"Upstash-Forward-User-Agent", "curl/8",
 		"Content-Type", "application/json",
 		"Upstash-Callback", "http://127.0.0.1:9/cb",

@@ -260,6 +260,9 @@ func TestConsoleBrowserDev(t *testing.T) {
 		return err == nil && len(page.Messages) == 1
 	})
 	require.NoError(t, client.PauseFlowControl(ctx, "held"))
+	// Pinned, the key stays listed once its runs are done (an idle key without settings
+	// is dropped): the keys page can show it resumed, pause it and post its form.
+	require.NoError(t, client.PinFlowControl(ctx, "held", 1, 0, 0))
 	held := sdk.FlowControl{Key: "held", Parallelism: 1}
 	stuck, err := client.Trigger(ctx, sdk.TriggerRequest{URL: ep.URL + "/wf", BodyJSON: map[string]string{"name": "Bo"}, FlowControl: &held})
 	require.NoError(t, err)
