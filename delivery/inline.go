@@ -53,10 +53,14 @@ func (e *Engine) offersInline(m *Message) bool {
 	return e.inline != nil && isWorkflowDelivery(m)
 }
 
-// inlineAnswer is an endpoint's inline answer: its steps, or the run's end.
+// inlineAnswer is an endpoint's inline answer: its steps, or the run's end, which may
+// come with the run's last steps.
 type inlineAnswer struct {
 	kind string // wire.InlineSteps or wire.InlineEnd
-	body []byte
+	body []byte // the steps' batch JSON, or the run's result
+	// steps is an InlineEnd answer's step messages (wire.HeaderInlineSteps), recorded in
+	// the run's history, not delivered.
+	steps []byte
 	// pubs are the steps, parsed and prepared (ids and due times assigned) before the
 	// outcome's transaction, which only reads them.
 	pubs []Publication
@@ -74,14 +78,18 @@ func (e *inlineRefusedError) Unwrap() error { return e.err }
 // API and failed the delivery with it).
 func (e *Engine) prepareInline(m *Message, out Outcome, now time.Time) Outcome {
 	in := out.inline
+	steps := in.body
 	switch in.kind {
 	case wire.InlineEnd:
-		return out
+		if in.steps == nil {
+			return out
+		}
+		steps = in.steps
 	case wire.InlineSteps:
 	default:
 		return refusedInline(out, fmt.Errorf("%s: unknown kind %q (want %q or %q)", wire.HeaderInline, in.kind, wire.InlineSteps, wire.InlineEnd))
 	}
-	pubs, err := e.inline.parse(m, in.body)
+	pubs, err := e.inline.parse(m, steps)
 	if err != nil {
 		return refusedInline(out, err)
 	}
@@ -120,17 +128,7 @@ func refusedInline(out Outcome, err error) Outcome {
 // meanwhile takes nothing (the SDK would have been told 400 and stopped quietly).
 func (e *Engine) inlineTx(tx *storage.Tx, m *Message, in *inlineAnswer, now time.Time) (effects, error) {
 	var fx effects
-	if in.kind == wire.InlineEnd {
-		run, err := tx.Run(m.Project, m.RunID)
-		if errors.Is(err, storage.ErrNotFound) {
-			return fx, nil
-		}
-		if err != nil || !run.Live() {
-			return fx, err
-		}
-		run.Response, run.HasResp = in.body, len(in.body) > 0
-		return e.wf.endRunTx(tx, m.Project, run, RunSuccess, "", now)
-	}
+	end := in.kind == wire.InlineEnd
 	for _, p := range in.pubs {
 		step := *p.Message // the answer is only read: this run of the transaction works on a copy
 		ok, err := e.hooks.attach(tx, &step, nil, now)
@@ -144,11 +142,30 @@ func (e *Engine) inlineTx(tx *storage.Tx, m *Message, in *inlineAnswer, now time
 		case !ok:
 			continue // already recorded (a redelivery's answer)
 		}
+		if end {
+			// Recorded in the history only: the run ends in this transaction, so its
+			// delivery would have nothing to do.
+			if err := tx.UnlinkRunMessage(step.Project, step.RunID, step.ID); err != nil {
+				return fx, err
+			}
+			continue
+		}
 		if err := putNew(tx, &step, e.createdLog(&step, now)); err != nil {
 			return fx, err
 		}
 		fx.add = append(fx.add, storage.DueWith(&step))
 		fx.inlined++
 	}
-	return fx, nil
+	if !end {
+		return fx, nil
+	}
+	run, err := tx.Run(m.Project, m.RunID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return fx, nil
+	}
+	if err != nil || !run.Live() {
+		return fx, err
+	}
+	run.Response, run.HasResp = in.body, len(in.body) > 0
+	return e.wf.endRunTx(tx, m.Project, run, RunSuccess, "", now)
 }

@@ -128,6 +128,13 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	if int64(len(answer)) > e.inline.maxBytes {
 		return refusedInline(out, fmt.Errorf("the answer exceeds the offered %d bytes", e.inline.maxBytes))
 	}
+	if n := resp.Header.Get(wire.HeaderInlineSteps); n != "" && inline == wire.InlineEnd {
+		steps, err := strconv.Atoi(n)
+		if err != nil || steps <= 0 || steps > len(answer) {
+			return refusedInline(out, fmt.Errorf("%s: want a length within the %d-byte answer, got %q", wire.HeaderInlineSteps, len(answer), n))
+		}
+		out.inline.steps, out.inline.body = answer[:steps], answer[steps:]
+	}
 	return out
 }
 

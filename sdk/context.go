@@ -35,9 +35,11 @@ type Context struct {
 	next    int                  // the id the next step call gets
 
 	// inlineMax is the size of inline answer the delivery offers (wire.HeaderInline; 0:
-	// none); inline is the answer once a step made one (inline.go).
+	// none); inline is the answer once a step made one, deferred a Run step's result the
+	// route went on with (inline.go).
 	inlineMax int64
 	inline    *inlineReply
+	deferred  *stepMessage
 
 	h *handler
 	r *http.Request

@@ -50,6 +50,7 @@ func (c *Context) Parallel(branches ...Branch) error {
 	if n == 0 {
 		return nil
 	}
+	c.flushDeferred() // a step before the group ends this delivery (inline.go)
 	first := c.next
 	c.next += n
 	// All results recorded: the group is done (replay or the "last" delivery).

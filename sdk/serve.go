@@ -48,6 +48,7 @@ type serveConfig struct {
 	maxBody     int64
 	anySubject  bool
 	replay      *ReplayCache
+	noInline    bool
 }
 
 // WithServeEnv replaces os.Getenv for QSTASH_URL, QSTASH_TOKEN and the signing keys.
@@ -89,6 +90,12 @@ func WithoutSubjectCheck() ServeOption { return func(c *serveConfig) { c.anySubj
 func WithReplayCache(cache *ReplayCache) ServeOption {
 	return func(c *serveConfig) { c.replay = cache }
 }
+
+// WithoutInlineAnswers answers every delivery the QStash way, with API calls, even when
+// Duraton offers an inline answer (inline.go): each step then takes a delivery of its
+// own and one more ends the run. For debugging and comparison; it costs a round trip
+// and a commit per step.
+func WithoutInlineAnswers() ServeOption { return func(c *serveConfig) { c.noInline = true } }
 
 // Serve turns a workflow route into an http.Handler that speaks the Upstash Workflow
 // protocol: it verifies each delivery, replays the recorded steps, runs or schedules the
@@ -153,6 +160,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &Context{h: h, r: r, URL: h.workflowURL(r)}
 	c.readDeliveryHeaders(r.Header)
+	if h.cfg.noInline {
+		c.inlineMax = 0
+	}
 	switch {
 	case r.Header.Get(wire.HeaderWorkflowFailureCallback) == "true":
 		h.serveFailure(w, c, body)
@@ -217,6 +227,16 @@ func (h *handler) serveStep(w http.ResponseWriter, c *Context, body []byte) {
 		return
 	}
 	result, done, err := h.runRoute(c)
+	if (err != nil || done != nil) && c.deferred != nil {
+		// The route went on after a step's result and then failed or stopped: the result
+		// is recorded first; the next delivery meets the failure again.
+		if perr := c.publishDeferred(); perr != nil {
+			h.failRoute(w, perr)
+			return
+		}
+		h.done(w, c, "success")
+		return
+	}
 	switch {
 	case err != nil:
 		h.failRoute(w, err)
@@ -230,7 +250,10 @@ func (h *handler) serveStep(w http.ResponseWriter, c *Context, body []byte) {
 				return
 			}
 		}
-		if c.answerInline(wire.InlineEnd, payload) {
+		if handled, err := c.endInline(payload); err != nil { // inline.go
+			h.failRoute(w, err)
+			return
+		} else if handled {
 			h.done(w, c, "success")
 			return
 		}

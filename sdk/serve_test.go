@@ -204,6 +204,21 @@ func (f *failureRecorder) Calls() []sdk.FailureContext {
 
 func TestServeSequentialSteps(t *testing.T) {
 	t.Parallel()
+	// With inline answers, the last step's delivery also ends the run; answered the
+	// QStash way (API calls), one more delivery ends it.
+	for _, mode := range []struct {
+		name       string
+		opts       []sdk.ServeOption
+		deliveries int
+	}{{"inline", nil, 3}, {"api", []sdk.ServeOption{sdk.WithoutInlineAnswers()}, 4}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testSequentialSteps(t, mode.opts, mode.deliveries)
+		})
+	}
+}
+
+func testSequentialSteps(t *testing.T, opts []sdk.ServeOption, deliveries int) {
 	h := startHarness(t)
 	var n1, n2, n3 atomic.Int32
 	url := h.Mount("/seq", func(c *sdk.Context) (any, error) {
@@ -224,14 +239,14 @@ func TestServeSequentialSteps(t *testing.T) {
 			return nil, err
 		}
 		return map[string]string{"result": s}, nil
-	})
+	}, opts...)
 	run := h.mustRun(t, sdk.TriggerRequest{URL: url, BodyJSON: map[string]int{"N": 5}})
 
 	require.Equal(t, sdk.RunSuccess, run.State)
 	require.JSONEq(t, `{"result":"5->10->13"}`, response(run), "the route's result is the run's response")
 	require.Equal(t, []int32{1, 1, 1}, []int32{n1.Load(), n2.Load(), n3.Load()}, "each step function runs exactly once")
 	ds := h.Deliveries("/seq")
-	require.Len(t, ds, 4, "k steps take k+1 deliveries")
+	require.Len(t, ds, deliveries)
 	for _, d := range ds {
 		require.Equal(t, http.StatusOK, d.Status, d.Body)
 	}
@@ -269,7 +284,7 @@ func TestServeLabelsAndHeaders(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, deliveries, 3)
+	require.Len(t, deliveries, 2, "two steps: the second one's delivery also ends the run (inline answer)")
 	for i, d := range deliveries {
 		require.Equal(t, runID, d.RunID, "delivery %d", i)
 		require.Equal(t, []string{"billing", "eu"}, d.Labels, "delivery %d", i)
@@ -607,7 +622,16 @@ func TestServeNonRetryable(t *testing.T) {
 	}, sdk.WithFailureFunction(failures.fn))
 	run := h.mustRun(t, sdk.TriggerRequest{URL: url, BodyJSON: map[string]int{"order": 7}}) // default retries: 3
 	require.Equal(t, sdk.RunFailed, run.State)
-	require.Equal(t, int32(1), attempts.Load(), "a non-retryable error is not retried")
+	// The first delivery ran the step and went on to the error with the step's result
+	// (inline answer): it answered the result, and the next delivery fails for good.
+	require.Equal(t, int32(2), attempts.Load())
+	final := 0
+	for _, d := range h.Deliveries("/nonretryable") {
+		if d.Status == 489 {
+			final++
+		}
+	}
+	require.Equal(t, 1, final, "a non-retryable error is not retried")
 
 	eventually(t, "the failure function runs", func() bool { return len(failures.Calls()) == 1 })
 	fc := failures.Calls()[0]
@@ -690,13 +714,19 @@ func TestServeNonDeterministic(t *testing.T) {
 	routes := map[string]func(n int32, c *sdk.Context) error{
 		// The step's name changes between deliveries.
 		"name": func(n int32, c *sdk.Context) error {
-			_, err := sdk.Run(c, fmt.Sprintf("step-%d", n), func() (int, error) { return 1, nil })
+			if _, err := sdk.Run(c, fmt.Sprintf("step-%d", n), func() (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+			_, err := sdk.Run(c, "after", func() (int, error) { return 2, nil }) // a second delivery
 			return err
 		},
 		// The step's type changes between deliveries.
 		"type": func(n int32, c *sdk.Context) error {
 			if n == 1 {
-				_, err := sdk.Run(c, "step", func() (int, error) { return 1, nil })
+				if _, err := sdk.Run(c, "step", func() (int, error) { return 1, nil }); err != nil {
+					return err
+				}
+				_, err := sdk.Run(c, "after", func() (int, error) { return 2, nil })
 				return err
 			}
 			return c.Sleep("step", time.Second)

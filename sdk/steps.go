@@ -46,8 +46,21 @@ func (c *Context) stepHeaders() map[string]string {
 	}
 }
 
-// publishSteps publishes step messages in one /v2/batch request.
+// publishSteps publishes step messages in one /v2/batch request, or makes them the
+// delivery's inline answer when it offers one (inline.go).
 func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
+	raw, err := c.batchJSON(msgs)
+	if err != nil {
+		return err
+	}
+	if c.answerInline(wire.InlineSteps, raw) {
+		return nil
+	}
+	return h.client.do(c.requestContext(), http.MethodPost, "/v2/batch", nil, http.Header{wire.HeaderContentType: {"application/json"}}, raw, nil)
+}
+
+// batchJSON is the /v2/batch body that publishes msgs.
+func (c *Context) batchJSON(msgs []stepMessage) ([]byte, error) {
 	entries := make([]wire.BatchEntry, len(msgs))
 	for i, m := range msgs {
 		e := wire.BatchEntry{Destination: c.URL, Headers: c.stepHeaders()}
@@ -68,17 +81,13 @@ func (h *handler) publishSteps(c *Context, msgs []stepMessage) error {
 		default:
 			raw, err := json.Marshal(b)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			e.Body = string(raw)
 		}
 		entries[i] = e
 	}
-	raw := wire.AppendBatchJSON(make([]byte, 0, batchSize(entries)), entries)
-	if c.answerInline(wire.InlineSteps, raw) { // inline.go
-		return nil
-	}
-	return h.client.do(c.requestContext(), http.MethodPost, "/v2/batch", nil, http.Header{wire.HeaderContentType: {"application/json"}}, raw, nil)
+	return wire.AppendBatchJSON(make([]byte, 0, batchSize(entries)), entries), nil
 }
 
 // schedule publishes msgs and stops the route for this delivery.
@@ -89,8 +98,10 @@ func (c *Context) schedule(msgs ...stepMessage) {
 	panic(stepDone{condition: "success"})
 }
 
-// take gives the next step id.
+// take gives the next step id. A step after a deferred result ends the delivery with
+// that result (inline.go): this one runs in the next delivery.
 func (c *Context) take() int {
+	c.flushDeferred()
 	id := c.next
 	c.next++
 	return id
@@ -154,7 +165,12 @@ func runStep[T any](c *Context, name, stepType string, fn func() (T, error), opt
 	if err != nil {
 		return zero, fmt.Errorf("step %q: encode result: %w", name, err)
 	}
-	c.schedule(stepMessage{body: resultStep{Concurrent: 1, Out: string(out), StepID: id, StepName: name, StepType: stepType}})
+	msg := stepMessage{body: resultStep{Concurrent: 1, Out: string(out), StepID: id, StepName: name, StepType: stepType}}
+	if stepType == "Run" && c.deferResult(msg) { // inline.go
+		// The route goes on with the result as a later delivery would replay it.
+		return decodeResult[T](name, out)
+	}
+	c.schedule(msg)
 	return zero, nil // not reached
 }
 
@@ -195,13 +211,17 @@ func (o stepOptions) headers() map[string]string {
 
 // decodeOut decodes a recorded result.
 func decodeOut[T any](s recordedStep) (T, error) {
+	return decodeResult[T](s.StepName, []byte(s.outString()))
+}
+
+// decodeResult decodes a step's result as its out records it (JSON).
+func decodeResult[T any](name string, out []byte) (T, error) {
 	var v T
-	out := s.outString()
-	if out == "" {
+	if len(out) == 0 {
 		return v, nil
 	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		return v, fmt.Errorf("step %q: decode recorded result: %w", s.StepName, err)
+	if err := json.Unmarshal(out, &v); err != nil {
+		return v, fmt.Errorf("step %q: decode recorded result: %w", name, err)
 	}
 	return v, nil
 }
@@ -411,6 +431,7 @@ func (c *Context) WaitForWebhook(name string, hook Webhook, timeout time.Duratio
 
 // Cancel ends the run as cancelled; nothing after it runs.
 func (c *Context) Cancel() error {
+	c.flushDeferred() // the step before it is recorded first; the next delivery cancels
 	if err := c.h.client.do(c.requestContext(), http.MethodDelete, "/v2/workflows/runs/"+c.RunID, url.Values{"cancel": {"true"}}, nil, nil, nil); err != nil {
 		return err
 	}

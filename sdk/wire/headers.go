@@ -74,6 +74,11 @@ const (
 	// the answer).
 	InlineSteps = "steps"
 	InlineEnd   = "end"
+	// HeaderInlineSteps on an InlineEnd answer: its body begins with this many bytes of
+	// step messages (a /v2/batch JSON array), recorded in the run's history, not
+	// delivered, before the run ends; the rest of the body is the result. The Go SDK
+	// answers so when a run's last step and its end fall in one delivery.
+	HeaderInlineSteps = "Duraton-Inline-Steps"
 
 	// Workflow delivery headers (server → endpoint, protocol §5).
 	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"
