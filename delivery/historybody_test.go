@@ -108,7 +108,7 @@ func TestHistoryBodyAllocationBudget(t *testing.T) {
 // which is only right if they are in canonical form.
 func TestSentHeaderNamesAreCanonical(t *testing.T) {
 	for _, name := range []string{wire.HeaderSignature, wire.HeaderMessageID, wire.HeaderRetried, wire.HeaderUserAgent,
-		wire.HeaderHops, wire.HeaderFlowControlKey, wire.HeaderFlowControlValue} {
+		wire.HeaderHops, wire.HeaderFlowControlKey, wire.HeaderFlowControlValue, wire.HeaderInline} {
 		require.Equal(t, http.CanonicalHeaderKey(name), name)
 	}
 }

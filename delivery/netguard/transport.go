@@ -42,5 +42,8 @@ func NewTransport(p Policy, dialTimeout time.Duration) *http.Transport {
 		// An endpoint's answer headers are held in memory per attempt (Go's default is
 		// 10 MB); more than this fails the attempt.
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		// No "Accept-Encoding: gzip" on deliveries: an endpoint's answer is small and kept
+		// as sent (callbacks, DLQ), and one header less is work the endpoint skips.
+		DisableCompression: true,
 	}
 }

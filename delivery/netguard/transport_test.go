@@ -33,7 +33,11 @@ func TestNewTransport(t *testing.T) {
 func TestTransportLoopback(t *testing.T) {
 	t.Parallel()
 
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ae := r.Header.Get("Accept-Encoding"); ae != "" {
+			http.Error(w, "a delivery asks for no encoding, got "+ae, http.StatusBadRequest)
+			return
+		}
 		_, _ = io.WriteString(w, "delivered")
 	}))
 	t.Cleanup(srv.Close)
