@@ -21,6 +21,14 @@ const (
 // headers, the protocol's Upstash-* headers first (the SDK detection reads them), then
 // the others by name, each whole or not at all, within the count and byte limits.
 func keptResponseHeader(header http.Header) http.Header {
+	if kept, ok := keptWhole(header); ok {
+		return kept
+	}
+	return keptByPriority(header)
+}
+
+// keptByPriority is keptResponseHeader of an answer over the limits.
+func keptByPriority(header http.Header) http.Header {
 	names := make([]string, 0, len(header))
 	for name := range header {
 		if !wire.IsHopByHop(name) {
@@ -51,6 +59,32 @@ func keptResponseHeader(header http.Header) http.Header {
 		kept[name] = header[name]
 	}
 	return kept
+}
+
+// keptWhole is keptResponseHeader of an answer whose headers all fit the limits (every
+// answer but a few): all of them but the hop-by-hop ones, with no ordering to decide
+// what is dropped. ok is false when they do not fit.
+func keptWhole(header http.Header) (_ http.Header, ok bool) {
+	if len(header) > MaxStoredResponseHeaders {
+		return nil, false
+	}
+	size := 0
+	for name, values := range header {
+		size += len(name)
+		for _, v := range values {
+			size += len(v)
+		}
+	}
+	if size > MaxStoredResponseHeaderBytes {
+		return nil, false
+	}
+	kept := make(http.Header, len(header))
+	for name, values := range header {
+		if !wire.IsHopByHop(name) {
+			kept[name] = values
+		}
+	}
+	return kept, true
 }
 
 func isProtocolHeader(name string) bool {

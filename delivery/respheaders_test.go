@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 func TestKeptResponseHeaderLimits(t *testing.T) {
@@ -27,4 +28,25 @@ func TestKeptResponseHeaderLimits(t *testing.T) {
 	}
 	require.LessOrEqual(t, n, MaxStoredResponseHeaderBytes)
 	require.True(t, answeredBySDK(kept))
+}
+
+// Within the limits, the fast path keeps what the priority path keeps; over them it
+// steps aside.
+func TestKeptResponseHeaderFastPathAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := http.Header{}
+		n := rapid.IntRange(0, MaxStoredResponseHeaders+8).Draw(t, "headers")
+		for i := range n {
+			name := rapid.SampledFrom([]string{"Connection", "Keep-Alive", "Upstash-Workflow-Sdk-Version", "Content-Type"}).Draw(t, "known")
+			if rapid.Bool().Draw(t, "custom") {
+				name = fmt.Sprintf("X-H-%d", i)
+			}
+			h[name] = []string{strings.Repeat("v", rapid.IntRange(0, 600).Draw(t, "len"))}
+		}
+		whole, ok := keptWhole(h)
+		if !ok {
+			return
+		}
+		require.Equal(t, keptByPriority(h), whole)
+	})
 }

@@ -111,7 +111,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 			limit = e.inline.maxBytes + 1 // one more: a longer answer is refused, not cut
 		}
 	}
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	answer, err := readAnswer(resp.Body, resp.ContentLength, limit)
 	if err != nil && ctx.Err() != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Status: resp.StatusCode, Error: "timed out reading the response"}}
 	}
@@ -136,6 +136,21 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 		out.inline.steps, out.inline.body = answer[:steps], answer[steps:]
 	}
 	return out
+}
+
+// readAnswer reads up to limit bytes of an answer of length n (-1: unknown): in one
+// allocation when the length is known and within the limit, else as io.ReadAll does. A
+// length of 0 is read as unknown: a Config.Transport's made-up response may leave it
+// unset with a body.
+func readAnswer(body io.Reader, n, limit int64) ([]byte, error) {
+	if n <= 0 || n > limit {
+		return io.ReadAll(io.LimitReader(body, limit))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // classify turns an endpoint's answer into an Outcome (protocol §4.3).
