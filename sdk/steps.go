@@ -126,6 +126,12 @@ func WithStepRetries(n int) StepOption { return func(o *stepOptions) { o.retries
 
 // Run executes fn once as the step name and records its result; on later deliveries the
 // recorded result is returned without calling fn.
+//
+// When Duraton offers inline answers, the route goes on with fn's result in the same
+// delivery up to its next step or its end (inline.go). So the code between two steps may
+// run once with a result that is then lost (a crash before it is recorded: fn runs
+// again); keep side effects inside steps, as code outside them already runs on every
+// delivery. WithoutInlineAnswers turns this off.
 func Run[T any](c *Context, name string, fn func() (T, error), opts ...StepOption) (T, error) {
 	return runStep(c, name, "Run", fn, opts...)
 }
