@@ -15,10 +15,14 @@ import (
 var goStepAnswer = wire.AppendBatchJSON(nil, []wire.BatchEntry{{
 	Destination: "http://127.0.0.1:35801/wf",
 	Headers: map[string]string{
-		"upstash-workflow-init": "false", "upstash-workflow-runid": "wfr_bench_0",
-		"upstash-workflow-url": "http://127.0.0.1:35801/wf", "upstash-workflow-sdk-version": "1",
+		"upstash-workflow-init":                        "false",
+		"upstash-workflow-runid":                       "wfr_bench_0",
+		"upstash-workflow-url":                         "http://127.0.0.1:35801/wf",
+		"upstash-workflow-sdk-version":                 "1",
 		"upstash-forward-upstash-workflow-sdk-version": "1",
-		"upstash-feature-set":                          wire.FeatureSet, "upstash-method": "POST", "content-type": "application/json",
+		"upstash-feature-set":                          wire.FeatureSet,
+		"upstash-method":                               "POST",
+		"content-type":                                 "application/json",
 	},
 	Body: `{"concurrent":1,"out":"3","stepId":2,"stepName":"step-2","stepType":"Run"}`,
 }})
