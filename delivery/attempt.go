@@ -97,9 +97,19 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 	if stopped != nil {
 		out = *stopped
 	} else {
+		var fl *flight
+		if isWorkflowDelivery(m) {
+			fl = e.flights.begin(m) // early.go
+		}
 		sent := e.now()
 		out = e.send(ctx, m, body, sent)
 		e.cfg.Observer.Attempt(verdictLabel(out.Verdict), e.now().Sub(sent))
+		if fl != nil && e.flights.end(fl) {
+			// Its outcome was written with the step it published: the answer only
+			// frees its slot.
+			e.disp.finish(st, nil)
+			return
+		}
 		if ai {
 			e.meterAI(m, &out)
 		}

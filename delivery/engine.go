@@ -241,6 +241,7 @@ type Engine struct {
 	wf      *runs        // the workflow-run unit
 	hooks   runHooks     // the same unit, as the message engine sees it
 	inline  *inlineOffer // nil: no inline answers offered (inline.go); set before Start
+	flights flights      // workflow deliveries in flight, for early outcomes (early.go)
 	flowMu  sync.Mutex   // orders operator changes to flow-control keys with their storage
 	queueMu sync.Mutex   // orders queue creations and changes with the scheduler's settings
 	runCtx  context.Context

@@ -101,101 +101,111 @@ func (e *Engine) callbackOf(m *Message, out Outcome, now time.Time) *Message {
 func (e *Engine) record(m *Message, out Outcome, now time.Time) (effects, error) {
 	plan := e.planOutcome(m, out, now)
 	fx, err := update(context.Background(), e.store, func(tx *storage.Tx) (effects, error) {
-		var fx effects
-		// The due key names the message and its due time, and every state change moves
-		// or removes it: its presence is the compare-and-set.
-		if !tx.HasDue(storage.DueOf(m)) {
-			return fx, storage.ErrConflict
-		}
-		if out.inline != nil {
-			// The steps first, as when the SDK published them before answering.
-			inFx, err := e.inlineTx(tx, m, out.inline, now) // inline.go
-			if err != nil {
-				return fx, err
-			}
-			fx.merge(inFx)
-		}
-		if err := tx.DeleteDue(storage.DueOf(m)); err != nil {
-			return fx, err
-		}
-		if plan.log.State == storage.StateError {
-			next := plan.next
-			if err := tx.PutMessage(&next); err != nil {
-				return fx, err
-			}
-			if err := tx.PutDue(storage.DueOf(&next)); err != nil {
-				return fx, err
-			}
-			fx.add = append(fx.add, storage.DueWith(&next))
-		} else {
-			if err := tx.DeleteMessage(m.Project, m.ID); err != nil {
-				return fx, err
-			}
-			if m.RunID != "" {
-				if err := tx.UnlinkRunMessage(m.Project, m.RunID, m.ID); err != nil {
-					return fx, err
-				}
-				if err := e.hooks.settled(tx, m, plan.log.State); err != nil {
-					return fx, err
-				}
-			}
-		}
-		dlqID := ""
-		if plan.dlq != nil {
-			dlqID = plan.dlq.DLQID
-			if err := tx.PutDLQ(m.Project, plan.dlq); err != nil {
-				return fx, err
-			}
-		}
-		logEv := plan.log
-		if err := tx.AppendLog(m.Project, &logEv); err != nil {
-			return fx, err
-		}
-		if out.AI != nil && m.RunID != "" {
-			adj, err := addRunUsageTx(tx, m.Project, m.RunID, *out.AI, now) // ai.go
-			if err != nil {
-				return fx, err
-			}
-			if adj != nil {
-				fx.tokens = append(fx.tokens, *adj)
-			}
-		}
-		if plan.log.State == storage.StateFailed && (isWorkflowDelivery(m) || out.budget != nil) {
-			runFx, err := e.hooks.failed(tx, m, dlqID, now)
-			if err != nil {
-				return fx, err
-			}
-			fx.merge(runFx)
-		}
-		for i, tmpl := range plan.callbacks {
-			cb := *tmpl // the plan is read-only: this run of the transaction works on a copy
-			if cb.RunID != "" {
-				ok, err := e.hooks.bindCallback(tx, &cb, m, out, dlqID, now)
-				if err != nil {
-					return fx, err
-				}
-				if !ok {
-					continue
-				}
-			}
-			cbLog := plan.cbLogs[i]
-			if err := putNew(tx, &cb, &cbLog); err != nil {
-				return fx, err
-			}
-			fx.add = append(fx.add, storage.DueWith(&cb))
-		}
-		return fx, nil
+		return e.recordTx(tx, m, out, &plan, now)
 	})
-	if err == nil && e.cfg.Hooks.Recorded != nil {
-		e.cfg.Hooks.Recorded(m.Project, m.ID, plan.log.State)
-	}
 	if err == nil {
-		e.observeRecorded(plan.log.State, fx)
-		if fx.inlined > 0 {
-			e.cfg.Observer.Published(ObsWorkflow, fx.inlined)
-		}
+		e.observeOutcome(m, plan.log.State, fx)
 	}
 	return fx, err
+}
+
+// observeOutcome reports a committed outcome to the hooks and metrics.
+func (e *Engine) observeOutcome(m *Message, state string, fx effects) {
+	if e.cfg.Hooks.Recorded != nil {
+		e.cfg.Hooks.Recorded(m.Project, m.ID, state)
+	}
+	e.observeRecorded(state, fx)
+	if fx.inlined > 0 {
+		e.cfg.Observer.Published(ObsWorkflow, fx.inlined)
+	}
+}
+
+// recordTx is record's transaction: it only reads m, out and plan (it may run twice).
+func (e *Engine) recordTx(tx *storage.Tx, m *Message, out Outcome, plan *outcomePlan, now time.Time) (effects, error) {
+	var fx effects
+	// The due key names the message and its due time, and every state change moves
+	// or removes it: its presence is the compare-and-set.
+	if !tx.HasDue(storage.DueOf(m)) {
+		return fx, storage.ErrConflict
+	}
+	if out.inline != nil {
+		// The steps first, as when the SDK published them before answering.
+		inFx, err := e.inlineTx(tx, m, out.inline, now) // inline.go
+		if err != nil {
+			return fx, err
+		}
+		fx.merge(inFx)
+	}
+	if err := tx.DeleteDue(storage.DueOf(m)); err != nil {
+		return fx, err
+	}
+	if plan.log.State == storage.StateError {
+		next := plan.next
+		if err := tx.PutMessage(&next); err != nil {
+			return fx, err
+		}
+		if err := tx.PutDue(storage.DueOf(&next)); err != nil {
+			return fx, err
+		}
+		fx.add = append(fx.add, storage.DueWith(&next))
+	} else {
+		if err := tx.DeleteMessage(m.Project, m.ID); err != nil {
+			return fx, err
+		}
+		if m.RunID != "" {
+			if err := tx.UnlinkRunMessage(m.Project, m.RunID, m.ID); err != nil {
+				return fx, err
+			}
+			if err := e.hooks.settled(tx, m, plan.log.State); err != nil {
+				return fx, err
+			}
+		}
+	}
+	dlqID := ""
+	if plan.dlq != nil {
+		dlqID = plan.dlq.DLQID
+		if err := tx.PutDLQ(m.Project, plan.dlq); err != nil {
+			return fx, err
+		}
+	}
+	logEv := plan.log
+	if err := tx.AppendLog(m.Project, &logEv); err != nil {
+		return fx, err
+	}
+	if out.AI != nil && m.RunID != "" {
+		adj, err := addRunUsageTx(tx, m.Project, m.RunID, *out.AI, now) // ai.go
+		if err != nil {
+			return fx, err
+		}
+		if adj != nil {
+			fx.tokens = append(fx.tokens, *adj)
+		}
+	}
+	if plan.log.State == storage.StateFailed && (isWorkflowDelivery(m) || out.budget != nil) {
+		runFx, err := e.hooks.failed(tx, m, dlqID, now)
+		if err != nil {
+			return fx, err
+		}
+		fx.merge(runFx)
+	}
+	for i, tmpl := range plan.callbacks {
+		cb := *tmpl // the plan is read-only: this run of the transaction works on a copy
+		if cb.RunID != "" {
+			ok, err := e.hooks.bindCallback(tx, &cb, m, out, dlqID, now)
+			if err != nil {
+				return fx, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		cbLog := plan.cbLogs[i]
+		if err := putNew(tx, &cb, &cbLog); err != nil {
+			return fx, err
+		}
+		fx.add = append(fx.add, storage.DueWith(&cb))
+	}
+	return fx, nil
 }
 
 func (e *Engine) retryDelay(m *storage.Message) time.Duration {

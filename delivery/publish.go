@@ -134,19 +134,21 @@ func (e *Engine) PublishAllWith(ctx context.Context, pubs []Publication, also fu
 			break
 		}
 	}
+	eas := e.earlyOutcomes(pubs, now) // early.go
 	var res publishResult
 	err := errQueueLock
 	if !unknown {
-		res, err = e.publishTx(ctx, pubs, also, false, now)
+		res, err = e.publishTx(ctx, pubs, eas, also, false, now)
 	}
 	if errors.Is(err, errQueueLock) {
-		res, err = e.publishLocked(ctx, pubs, also, now)
+		res, err = e.publishLocked(ctx, pubs, eas, also, now)
 	}
 	if err != nil {
 		return nil, err
 	}
 	e.disp.apply(effects{add: res.due})
 	e.observePublished(pubs, res.results)
+	e.earlyCommitted(res.early)
 	return res.results, nil
 }
 
@@ -155,7 +157,7 @@ func (e *Engine) PublishAllWith(ctx context.Context, pubs []Publication, also fu
 // scheduler is told of each queue the publication may create before the commit (a page
 // of the due index read right after it must find the gate); a queue that was not
 // created after all is withdrawn.
-func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, also func(*storage.Tx) error, now time.Time) (publishResult, error) {
+func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, eas []*early, also func(*storage.Tx) error, now time.Time) (publishResult, error) {
 	e.queueMu.Lock()
 	defer e.queueMu.Unlock()
 	var announced []createdQueue
@@ -167,7 +169,7 @@ func (e *Engine) publishLocked(ctx context.Context, pubs []Publication, also fun
 			}
 		}
 	})
-	res, err := e.publishTx(ctx, pubs, also, true, now)
+	res, err := e.publishTx(ctx, pubs, eas, also, true, now)
 	e.disp.locked(func(s *sched.Scheduler) {
 		created := map[createdQueue]bool{}
 		for _, q := range res.queues {
@@ -187,6 +189,7 @@ type publishResult struct {
 	results []PublishResult
 	due     []storage.DueEntry
 	queues  []createdQueue
+	early   []writtenEarly // the early outcomes written with it (early.go)
 }
 
 type createdQueue struct {
@@ -194,9 +197,10 @@ type createdQueue struct {
 	queue   storage.Queue
 }
 
-// publishTx stores a publication. Without lock (queueMu held by the caller) it fails
-// with errQueueLock when a queue must be created.
-func (e *Engine) publishTx(ctx context.Context, pubs []Publication, also func(*storage.Tx) error, lock bool, now time.Time) (publishResult, error) {
+// publishTx stores a publication, and the early outcomes eas of the deliveries that
+// published it. Without lock (queueMu held by the caller) it fails with errQueueLock
+// when a queue must be created.
+func (e *Engine) publishTx(ctx context.Context, pubs []Publication, eas []*early, also func(*storage.Tx) error, lock bool, now time.Time) (publishResult, error) {
 	expires := now.Add(e.cfg.DedupWindow).UnixMilli()
 	return update(ctx, e.store, func(tx *storage.Tx) (publishResult, error) {
 		res := publishResult{results: make([]PublishResult, len(pubs))}
@@ -248,7 +252,9 @@ func (e *Engine) publishTx(ctx context.Context, pubs []Publication, also func(*s
 			}
 			res.due = append(res.due, storage.DueWith(&m))
 		}
-		return res, nil
+		var err error
+		res.early, err = e.earlyTx(tx, eas, now)
+		return res, err
 	})
 }
 

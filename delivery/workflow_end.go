@@ -152,8 +152,12 @@ func (w *runs) dropRunMessagesTx(tx *storage.Tx, project, runID, keep string) ([
 // CompleteRun marks a run successful with the route function's return value (body; hasBody
 // false when it returned undefined) and resumes an invoking parent. Completing an ended
 // run changes nothing.
+//
+// The run's sole delivery in flight, which asked for the end, has its outcome written in
+// the same transaction (early.go).
 func (e *Engine) CompleteRun(ctx context.Context, project, runID string, body []byte, hasBody bool) error {
-	_, err := e.finishRun(ctx, project, runID, func(run *Run) string {
+	ea := e.earlyOutcome(project, runID, e.now())
+	_, err := e.finishRun(ctx, project, runID, ea, func(run *Run) string {
 		run.Response, run.HasResp = body, hasBody
 		return RunSuccess
 	})
@@ -163,16 +167,22 @@ func (e *Engine) CompleteRun(ctx context.Context, project, runID string, body []
 // CancelRun cancels a live run: its pending messages and waiters are dropped and an
 // invoking parent is resumed with isCanceled. It returns whether the run was live.
 func (e *Engine) CancelRun(ctx context.Context, project, runID string) (bool, error) {
-	return e.finishRun(ctx, project, runID, func(*Run) string { return RunCanceled })
+	return e.finishRun(ctx, project, runID, nil, func(*Run) string { return RunCanceled })
 }
 
-// finishRun ends a live run in the state end gives it; it reports whether the run was live.
-func (e *Engine) finishRun(ctx context.Context, project, runID string, end func(*Run) string) (bool, error) {
+// finishRun ends a live run in the state end gives it, with the early outcome ea (nil:
+// none); it reports whether the run was live.
+func (e *Engine) finishRun(ctx context.Context, project, runID string, ea *early, end func(*Run) string) (bool, error) {
 	type result struct {
-		live bool
-		fx   effects
+		live  bool
+		fx    effects
+		early []writtenEarly
 	}
 	now := e.now()
+	var eas []*early
+	if ea != nil {
+		eas = []*early{ea}
+	}
 	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
 		run, err := tx.Run(project, runID)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -182,13 +192,18 @@ func (e *Engine) finishRun(ctx context.Context, project, runID string, end func(
 			return result{}, err
 		}
 		fx, err := e.wf.endRunTx(tx, project, run, end(run), "", now)
-		return result{live: true, fx: fx}, err
+		if err != nil {
+			return result{}, err
+		}
+		done, err := e.earlyTx(tx, eas, now)
+		return result{live: true, fx: fx, early: done}, err
 	})
 	if err != nil {
 		return false, err
 	}
 	e.disp.apply(res.fx)
 	e.observeRunsEnded(res.fx)
+	e.earlyCommitted(res.early)
 	return res.live, nil
 }
 

@@ -434,46 +434,38 @@ func testInlineAnswerAfterRunEnded(t *testing.T, cancel, state string, wantDeliv
 	require.Equal(t, int32(1), deliveries.Load(), "nothing of the answer was delivered")
 }
 
-// TestInlineRedeliveryStepNotRecordedTwice: a redelivery whose inline answer repeats a
-// step the run already recorded (its first attempt published the step through the API,
-// then failed) is delivered, and the step stays recorded and delivered once.
-func TestInlineRedeliveryStepNotRecordedTwice(t *testing.T) {
+// TestInlineAnswerRepeatsRecordedStep: an inline answer that repeats a step the run
+// already recorded is delivered, and the step stays recorded and delivered once. The
+// step is published through the API while the delivery that repeats it waits on a
+// paused key (so no delivery of the run is in flight and nothing is recorded early).
+func TestInlineAnswerRepeatsRecordedStep(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
-	const runID = "wfr_inline_redelivery"
-	var retriedAnswered, thirdDeliveries atomic.Int32
-	publishErr := make(chan error, 1)
+	const runID, key = "wfr_inline_repeat", "inline-repeat-held"
+	env.flowAction(t, key, "pause", "")
+	var repeated, thirdDeliveries atomic.Int32
 	ep := scriptedEndpoint(t, func(r *http.Request, d delivered) scriptedAnswer {
 		wfURL := r.Header.Get(wire.HeaderWorkflowURL)
-		switch {
-		case d.History == 1:
-			return stepsAnswer(wfEntry(runID, wfURL, false, runStepJSON(1)))
-		case d.History == 2 && d.Retried == 0:
-			// s2 through the API, then a failure: the delivery is sent again.
-			err := publishStep(env, wfEntry(runID, wfURL, false, runStepJSON(2)))
-			select {
-			case publishErr <- err:
-			default:
-			}
-			return scriptedAnswer{status: http.StatusInternalServerError, body: []byte("crashed after publishing")}
-		case d.History == 2:
-			retriedAnswered.Add(1)
+		switch d.History {
+		case 1: // s1, whose delivery waits on the paused key
+			return stepsAnswer(wfEntry(runID, wfURL, false, runStepJSON(1),
+				"upstash-flow-control-key", key, "upstash-flow-control-value", "parallelism=1"))
+		case 2: // s2 again: it was recorded meanwhile
+			repeated.Add(1)
 			return stepsAnswer(wfEntry(runID, wfURL, false, runStepJSON(2)))
 		default:
 			thirdDeliveries.Add(1)
 			return scriptedAnswer{} // the run waits: nothing more is published
 		}
 	})
-	env.trigger(t, runID, ep.URL+"/wf", `"p"`, "upstash-retry-delay", "0")
-
-	select {
-	case err := <-publishErr:
-		require.NoError(t, err, "publishing s2 through the API")
-	case <-time.After(waitTimeout):
-		t.Fatal("the delivery of s1 did not arrive")
-	}
-	eventually(t, "the redelivery answered and every delivery finished", func() bool {
-		return retriedAnswered.Load() == 1 && thirdDeliveries.Load() == 1 && env.Engine.Stats().InFlight == 0
+	wfURL := ep.URL + "/wf"
+	env.trigger(t, runID, wfURL, `"p"`)
+	eventually(t, "s1 is recorded", func() bool { return len(stepNames(env.runLog(t, runID))) == 2 })
+	env.step(t, runID, wfURL, runStepJSON(2))
+	eventually(t, "s2's delivery answered", func() bool { return thirdDeliveries.Load() == 1 })
+	env.flowAction(t, key, "resume", "")
+	eventually(t, "the repeating answer is in and every delivery finished", func() bool {
+		return repeated.Load() == 1 && env.Engine.Stats().InFlight == 0
 	})
 	v := env.runLog(t, runID)
 	require.Equal(t, "RUN_STARTED", v.State)
