@@ -101,8 +101,8 @@ type early struct {
 // earlyOutcome plans the early outcome of the run's sole delivery in flight, if any.
 func (e *Engine) earlyOutcome(project, runID string, now time.Time) *early {
 	fl := e.flights.sole(project, runID)
-	if fl == nil {
-		return nil
+	if fl == nil || fl.m.Callback != nil {
+		return nil // a callback reports the answer itself: it waits for it
 	}
 	out := Outcome{Verdict: Delivered, Response: storage.Response{Status: http.StatusOK}}
 	return &early{fl: fl, out: out, plan: e.planOutcome(fl.m, out, now)}

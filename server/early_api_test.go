@@ -5,12 +5,15 @@ package server
 // written in the same transaction, before its answer comes.
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -112,4 +115,38 @@ func TestEarlyOutcomeWithRunEnd(t *testing.T) {
 	env.eventuallyRunState(t, runID, "RUN_SUCCESS")
 	eventually(t, "the delivery finished", func() bool { return env.Engine.Stats().InFlight == 0 })
 	require.Len(t, env.logs(t, "messageIds="+msgID+"&state=DELIVERED").Events, 1)
+}
+
+// TestEarlyOutcomeWaitsForCallbackAnswer: a delivery with a callback is recorded from its
+// answer, even when it publishes a step first: the callback reports that answer.
+func TestEarlyOutcomeWaitsForCallbackAnswer(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	const runID = "wfr_early_callback"
+	callbacks := make(chan wire.CallbackPayload, 4)
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p wire.CallbackPayload
+		if err := json.NewDecoder(r.Body).Decode(&p); err == nil {
+			callbacks <- p
+		}
+	}))
+	t.Cleanup(cb.Close)
+	ep := scriptedEndpoint(t, func(r *http.Request, d delivered) scriptedAnswer {
+		if d.History == 1 {
+			if err := publishStep(env, wfEntry(runID, r.Header.Get(wire.HeaderWorkflowURL), false, runStepJSON(1))); err != nil {
+				return scriptedAnswer{status: http.StatusInternalServerError, body: []byte(err.Error())}
+			}
+			return scriptedAnswer{body: []byte("the answer")}
+		}
+		return scriptedAnswer{}
+	})
+	env.trigger(t, runID, ep.URL+"/wf", `"p"`, "upstash-callback", cb.URL)
+	select {
+	case p := <-callbacks:
+		body, err := base64.StdEncoding.DecodeString(p.Body)
+		require.NoError(t, err)
+		require.Equal(t, "the answer", string(body), "the callback carries the delivery's own answer")
+	case <-time.After(waitTimeout):
+		t.Fatal("no callback")
+	}
 }
