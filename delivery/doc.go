@@ -5,8 +5,10 @@
 //
 //   - messages: publish.go (intake), attempt.go and send.go (one attempt: read, make the
 //     rate start durable, sign, send, classify), workers.go (the goroutines attempts run
-//     on, kept for the next one), outcome.go (record an outcome), manage.go (cancel, DLQ,
-//     queues, retention sweep);
+//     on, kept for the next one), outcome.go (record an outcome), inline.go (an
+//     endpoint's inline answer: its steps or its run's end, stored with the outcome),
+//     early.go (the outcome of a run's only delivery in flight, stored with the step it
+//     publishes), manage.go (cancel, DLQ, queues, retention sweep);
 //   - the dispatcher (dispatch.go): a thin loop around the pure scheduler of package
 //     sched (ready list, paging, queue gates, flow-control waitlists, rings, timers),
 //     which reads storage outside its lock and launches the starts the scheduler makes;
