@@ -38,6 +38,11 @@ type publishLimits struct {
 	maxDelay   time.Duration
 }
 
+// publishLimits are the limits c puts on a published message.
+func (c Config) publishLimits() publishLimits {
+	return publishLimits{maxRetries: c.MaxRetries, maxTimeout: c.MaxTimeout, maxDelay: c.MaxDelay}
+}
+
 // messageParser turns publish headers into a delivery.Message. The same code reads real
 // HTTP headers (/v2/publish, /v2/enqueue) and the lower-case header maps of /v2/batch,
 // both as an http.Header, and reads nested callback configuration by prefix.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/sdk/wire"
@@ -26,39 +25,23 @@ func (h *publishHandlers) inlineSteps(m *delivery.Message, raw []byte) ([]delive
 		return nil, fmt.Errorf("%d step messages, the limit is %d", len(entries), h.cfg.MaxBatchMessages)
 	}
 	pubs := make([]delivery.Publication, len(entries))
-	p := h.parser()
+	o := origin{project: m.Project, callerIP: m.CallerIP}
 	for i, e := range entries {
-		pub, err := h.inlineStep(p, m, e)
-		if err != nil {
+		if pubs[i], err = h.inlineStep(o, e); err != nil {
 			return nil, fmt.Errorf("step message %d: %w", i, err)
 		}
-		pubs[i] = pub
 	}
 	return pubs, nil
 }
 
-func (h *publishHandlers) inlineStep(p messageParser, src *delivery.Message, e wire.BatchEntry) (delivery.Publication, error) {
-	header := batchHeader(e.Headers)
-	if err := checkHeaderMap("", header); err != nil {
+// inlineStep is one step message of an inline answer: a batch entry without a queue.
+func (h *publishHandlers) inlineStep(o origin, e wire.BatchEntry) (delivery.Publication, error) {
+	header, body, err := h.entryParts(e)
+	if err != nil {
 		return delivery.Publication{}, err
-	}
-	if int64(len(e.Body)) > h.cfg.MaxBodyBytes {
-		return delivery.Publication{}, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)}
 	}
 	if e.Queue != "" || header.Get(wire.HeaderQueueName) != "" {
 		return delivery.Publication{}, badRequest("a step message names no queue")
 	}
-	if header.Get(headerCron) != "" {
-		return delivery.Publication{}, headerError(headerCron, "a step message has no cron")
-	}
-	m, err := p.parse(header, e.Destination)
-	if err != nil {
-		return delivery.Publication{}, err
-	}
-	m.Project, m.Body, m.CallerIP = src.Project, []byte(e.Body), src.CallerIP
-	init, err := p.workflow(header, m)
-	if err != nil {
-		return delivery.Publication{}, err
-	}
-	return delivery.Publication{Message: m, Init: init}, nil
+	return h.messageFrom(o, header, e.Destination, body, "")
 }

@@ -29,7 +29,7 @@ var goStepAnswer = wire.AppendBatchJSON(nil, []wire.BatchEntry{{
 
 func inlineBenchHandlers() (*publishHandlers, *delivery.Message) {
 	cfg := Config{CheckDestination: netguard.Policy{Allow: netguard.LoopbackPrefixes()}.CheckURL}.withDefaults()
-	h := &publishHandlers{cfg: cfg, limits: publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}}
+	h := &publishHandlers{cfg: cfg, limits: cfg.publishLimits()}
 	return h, &delivery.Message{Project: "default", RunID: "wfr_bench_0", CallerIP: "127.0.0.1"}
 }
 

@@ -113,13 +113,9 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	pubs := make([]delivery.Publication, 0, len(entries))
 	fanned := make([]int, len(entries)) // publications of entry i; -1: one, answered as an object
 	for i, e := range entries {
-		header := batchHeader(e.Headers)
-		if err := checkHeaderMap("", header); err != nil {
+		header, body, err := h.entryParts(e)
+		if err != nil {
 			return prefixError(fmt.Sprintf("batch[%d]", i), err)
-		}
-		body := []byte(e.Body)
-		if int64(len(body)) > h.cfg.MaxBodyBytes {
-			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("batch[%d]: body exceeds the limit of %d bytes", i, h.cfg.MaxBodyBytes)}
 		}
 		queue := e.Queue
 		if queue != "" {
@@ -185,9 +181,38 @@ func toPublishResponses(res []delivery.PublishResult) []wire.PublishResult {
 	return out
 }
 
+// entryParts are a batch entry's headers and body, checked.
+func (h *publishHandlers) entryParts(e wire.BatchEntry) (http.Header, []byte, error) {
+	header := batchHeader(e.Headers)
+	if err := checkHeaderMap("", header); err != nil {
+		return nil, nil, err
+	}
+	if int64(len(e.Body)) > h.cfg.MaxBodyBytes {
+		return nil, nil, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)}
+	}
+	return header, []byte(e.Body), nil
+}
+
+// origin is what a message takes from where it was published: the project, the
+// caller's address and the hop count.
+type origin struct {
+	project, callerIP string
+	hops              int
+}
+
+// requestOrigin is the origin of a message published by request c.
+func requestOrigin(c echo.Context) origin {
+	return origin{project: projectOf(c), callerIP: c.RealIP(), hops: hopsOf(c)}
+}
+
 // message parses one message's headers (workflow ones included) and attaches what comes
 // from the request.
 func (h *publishHandlers) message(c echo.Context, header http.Header, dest string, body []byte, queue string) (delivery.Publication, error) {
+	return h.messageFrom(requestOrigin(c), header, dest, body, queue)
+}
+
+// messageFrom is message for a message of origin o.
+func (h *publishHandlers) messageFrom(o origin, header http.Header, dest string, body []byte, queue string) (delivery.Publication, error) {
 	if header.Get(headerCron) != "" {
 		return delivery.Publication{}, headerError(headerCron, "create a schedule with POST /v2/schedules/{destination}; publish takes no cron, nothing was published")
 	}
@@ -196,7 +221,7 @@ func (h *publishHandlers) message(c echo.Context, header http.Header, dest strin
 	if err != nil {
 		return delivery.Publication{}, err
 	}
-	m.Project, m.Body, m.Queue, m.CallerIP, m.Hops = projectOf(c), body, queue, c.RealIP(), hopsOf(c)
+	m.Project, m.Body, m.Queue, m.CallerIP, m.Hops = o.project, body, queue, o.callerIP, o.hops
 	init, err := p.workflow(header, m)
 	if err != nil {
 		return delivery.Publication{}, err

@@ -198,7 +198,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
 	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
 
-	limits := publishLimits{maxRetries: cfg.MaxRetries, maxTimeout: cfg.MaxTimeout, maxDelay: cfg.MaxDelay}
+	limits := cfg.publishLimits()
 	publish := &publishHandlers{engine: engine, cfg: cfg, limits: limits, groups: cfg.URLGroups}
 	publish.register(v2)
 	// Deliveries to a run's workflow URL offer the inline answer (inline.go); its steps
