@@ -112,13 +112,17 @@ func (e *Engine) earlyOutcome(project, runID string, now time.Time) *early {
 // steps to.
 func (e *Engine) earlyOutcomes(pubs []Publication, now time.Time) []*early {
 	var out []*early
-	seen := map[flightKey]bool{}
+	var seen map[flightKey]bool // made for the first step: plain publishes pay nothing
 	for _, p := range pubs {
 		m := p.Message
-		if m.RunID == "" || p.Init != nil || seen[flightKey{m.Project, m.RunID}] {
+		k := flightKey{m.Project, m.RunID}
+		if m.RunID == "" || p.Init != nil || seen[k] {
 			continue
 		}
-		seen[flightKey{m.Project, m.RunID}] = true
+		if seen == nil {
+			seen = map[flightKey]bool{}
+		}
+		seen[k] = true
 		if ea := e.earlyOutcome(m.Project, m.RunID, now); ea != nil {
 			out = append(out, ea)
 		}

@@ -48,15 +48,22 @@ func (c *Context) deferResult(msg stepMessage) bool {
 	return true
 }
 
-// flushDeferred ends the delivery with the deferred result, if any: the route reached a
-// step that must wait for it to be recorded.
-func (c *Context) flushDeferred() {
+// takeDeferred takes the deferred result, if any.
+func (c *Context) takeDeferred() (stepMessage, bool) {
 	if c.deferred == nil {
-		return
+		return stepMessage{}, false
 	}
 	msg := *c.deferred
 	c.deferred = nil
-	c.schedule(msg)
+	return msg, true
+}
+
+// flushDeferred ends the delivery with the deferred result, if any: the route reached a
+// step that must wait for it to be recorded.
+func (c *Context) flushDeferred() {
+	if msg, ok := c.takeDeferred(); ok {
+		c.schedule(msg)
+	}
 }
 
 // endInline answers the route's end (result, JSON) inline, with the deferred result
@@ -65,11 +72,10 @@ func (c *Context) flushDeferred() {
 // result that does not fit together with the end is answered (or published) alone, and
 // the next delivery ends the run.
 func (c *Context) endInline(result []byte) (handled bool, err error) {
-	if c.deferred == nil {
+	msg, ok := c.takeDeferred()
+	if !ok {
 		return c.answerInline(wire.InlineEnd, result), nil
 	}
-	msg := *c.deferred
-	c.deferred = nil
 	steps, err := c.batchJSON([]stepMessage{msg})
 	if err != nil {
 		return false, err
@@ -84,12 +90,10 @@ func (c *Context) endInline(result []byte) (handled bool, err error) {
 // publishDeferred publishes (or answers inline) a deferred result the route's run did
 // not flush: the route failed or stopped after it.
 func (c *Context) publishDeferred() error {
-	if c.deferred == nil {
-		return nil
+	if msg, ok := c.takeDeferred(); ok {
+		return c.h.publishSteps(c, []stepMessage{msg})
 	}
-	msg := *c.deferred
-	c.deferred = nil
-	return c.h.publishSteps(c, []stepMessage{msg})
+	return nil
 }
 
 // done answers a delivery that did its work: with its inline answer when it made one.

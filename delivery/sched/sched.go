@@ -337,11 +337,12 @@ func (s *Scheduler) Finish(st Start, follow []storage.DueEntry, now time.Time) [
 	// A follow-up that is due and goes through a waitlist takes its place there before
 	// the slot is released, so the release weighs it against the deliveries already
 	// waiting, as if it had been published while this one was in flight: the next step of
-	// an inline answer keeps its run's turn (older runs first, priority).
+	// an inline answer keeps its run's turn (older runs first, priority). A retry of e
+	// itself is held (e is still running until release), so it is added after.
 	var starts []Start
 	later := make([]storage.DueEntry, 0, len(follow))
 	for _, f := range follow {
-		if f.MessageID == e.MessageID || f.Queue != "" || f.DueAt > now.UnixNano() || !s.needsFlow(f) || s.holds(f) {
+		if f.Queue != "" || f.DueAt > now.UnixNano() || !s.needsFlow(f) || s.holds(f) {
 			later = append(later, f)
 			continue
 		}
