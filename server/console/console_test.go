@@ -520,10 +520,17 @@ func TestNativeOverviewFilterAndReplay(t *testing.T) {
 	ok := deliverytest.NewEndpoint(t, func(*http.Request, int) (int, http.Header, string) {
 		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "{}"
 	})
-	fail := failingEndpoint(t)
+	// charge fails its first delivery only: the replayed run cannot fail again before
+	// the test reads its state.
+	flaky := deliverytest.NewEndpoint(t, func(_ *http.Request, n int) (int, http.Header, string) {
+		if n == 0 {
+			return http.StatusInternalServerError, nil, "declined"
+		}
+		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "{}"
+	})
 	defs, err := e.native.ParseApp("shop", []byte(`{"workflows":[
 		{"name":"collect","url":"`+ok.URL("/collect")+`","triggers":[{"event":"item"}],"batch":{"maxSize":10,"timeoutMs":3600000}},
-		{"name":"charge","url":"`+fail+`","triggers":[{"event":"pay"}],"retries":0},
+		{"name":"charge","url":"`+flaky.URL("/charge")+`","triggers":[{"event":"pay"}],"retries":0},
 		{"name":"greet","url":"`+ok.URL("/greet")+`","triggers":[{"event":"hello"}]}]}`))
 	require.NoError(t, err)
 	_, err = e.native.PutApp(t.Context(), "a", "shop", defs)
