@@ -263,7 +263,10 @@ func New(cfg Config, store Store) (*Engine, error) {
 	cfg = cfg.withDefaults()
 	transport := cfg.Transport
 	if transport == nil {
-		transport = netguard.NewTransport(cfg.Destinations, 10*time.Second)
+		var err error
+		if transport, err = newTransport(cfg.Destinations); err != nil {
+			return nil, err
+		}
 	}
 	e := &Engine{
 		cfg:   cfg,
@@ -356,6 +359,9 @@ func (e *Engine) Stop() {
 	e.attempts.Wait()
 	e.workers.stop()
 	e.loops.Wait()
+	if ci, ok := e.client.Transport.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }
 
 func (e *Engine) now() time.Time { return e.cfg.Now() }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/duraton/duraton/delivery/h1"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
@@ -51,6 +52,22 @@ type Outcome struct {
 	budget *budgetStop
 	// inline is a delivered attempt's inline answer (inline.go).
 	inline *inlineAnswer
+}
+
+// newTransport is the deliveries' SSRF-guarded HTTP client transport: plain http:// is
+// sent by h1, in place and without net/http's per-connection goroutines (the hot path);
+// https:// and what h1 does not do go to net/http's Transport. Both dial through the
+// same guard.
+func newTransport(p netguard.Policy) (http.RoundTripper, error) {
+	const dialTimeout = 10 * time.Second
+	return h1.New(h1.Config{
+		Dial:                   netguard.NewDialer(p, dialTimeout).DialContext,
+		Fallback:               netguard.NewTransport(p, dialTimeout),
+		MaxIdlePerHost:         netguard.MaxIdleConnsPerHost,
+		MaxIdle:                4 * netguard.MaxIdleConnsPerHost,
+		IdleTimeout:            netguard.IdleConnTimeout,
+		MaxResponseHeaderBytes: netguard.MaxResponseHeaderBytes,
+	})
 }
 
 // userAgent is the User-Agent value of every delivery, shared (never modified).

@@ -209,16 +209,24 @@ type commitStats struct {
 }
 
 // Stats reports the group committer's totals: commits made, Update functions committed,
-// and time spent in commits.
+// time spent in commits and, on bbolt, the page writes those commits made (each a
+// pwrite of one page or one run of overflow pages; the meta page included): what a
+// commit costs grows with the pages it dirties.
 type Stats struct {
-	Commits    int64
-	Ops        int64
-	CommitTime time.Duration
+	Commits      int64
+	Ops          int64
+	CommitTime   time.Duration
+	PagesWritten int64
 }
 
 // Stats returns the committer's totals so far.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.stats.commits.Load(), Ops: s.stats.ops.Load(), CommitTime: time.Duration(s.stats.commitNanos.Load())}
+	st := Stats{Commits: s.stats.commits.Load(), Ops: s.stats.ops.Load(), CommitTime: time.Duration(s.stats.commitNanos.Load())}
+	if s.db != nil {
+		bs := s.db.Stats()
+		st.PagesWritten = bs.TxStats.GetWrite()
+	}
+	return st
 }
 
 // failedOp carries the index of the function that failed a group.

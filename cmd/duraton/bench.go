@@ -94,6 +94,7 @@ type benchResult struct {
 	Duplicates      int64   `json:"duplicates"`
 	OpsPerCommit    float64 `json:"ops_per_commit"`
 	CommitMeanUs    float64 `json:"commit_mean_us"`
+	PagesPerCommit  float64 `json:"pages_per_commit,omitempty"` // bbolt page writes per commit
 	// With --server=external only: the server process's CPU time (getrusage) from the
 	// first publish to the last delivery, per message.
 	Server                string  `json:"server"`
@@ -144,8 +145,7 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 		defer srv.Close()
 		serverURL = srv.URL
 		stats = func() (childStats, error) {
-			st := srv.StoreStats()
-			return childStats{Ops: int64(st.Ops), Commits: int64(st.Commits), CommitUs: st.CommitTime.Microseconds()}, nil
+			return storeChildStats(srv.StoreStats()), nil
 		}
 	}
 
@@ -243,9 +243,10 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 		PublishPerSec:   round1(float64(n) / publishDur.Seconds()),
 		DeliveredPerSec: round1(float64(n) / deliverDur.Seconds()),
 		LatencyP50Ms:    pct(0.50), LatencyP99Ms: pct(0.99),
-		Duplicates:   dups.Load(),
-		OpsPerCommit: round1(float64(st.Ops-st0.Ops) / float64(commits)),
-		CommitMeanUs: round1(float64(st.CommitUs-st0.CommitUs) / float64(commits)),
+		Duplicates:     dups.Load(),
+		OpsPerCommit:   round1(float64(st.Ops-st0.Ops) / float64(commits)),
+		CommitMeanUs:   round1(float64(st.CommitUs-st0.CommitUs) / float64(commits)),
+		PagesPerCommit: round1(float64(st.Pages-st0.Pages) / float64(commits)),
 	}
 	if where.external {
 		res.Server = "external"

@@ -31,6 +31,7 @@ import (
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/sdk"
 	"github.com/duraton/duraton/server/servertest"
+	"github.com/duraton/duraton/storage"
 )
 
 // childStats is what a benchmark child answers to "stats".
@@ -39,6 +40,7 @@ type childStats struct {
 	Ops       int64   `json:"ops,omitempty"`
 	Commits   int64   `json:"commits,omitempty"`
 	CommitUs  int64   `json:"commit_us,omitempty"`
+	Pages     int64   `json:"pages,omitempty"`        // bbolt page writes by commits
 	Overheads []int64 `json:"overheads_ns,omitempty"` // step end → next delivery, endpoint only
 	Dups      int64   `json:"dups,omitempty"`
 }
@@ -119,8 +121,7 @@ func runBenchServerChild(args []string, stdin io.Reader, stdout io.Writer, stder
 	out := &syncWriter{w: stdout}
 	out.line("ready " + srv.URL)
 	return serveChildStdin(stdin, out, func() childStats {
-		st := srv.StoreStats()
-		return childStats{Ops: int64(st.Ops), Commits: int64(st.Commits), CommitUs: st.CommitTime.Microseconds()}
+		return storeChildStats(srv.StoreStats())
 	})
 }
 
@@ -317,4 +318,9 @@ func envFunc(env []string) func(string) string {
 		m[k] = v
 	}
 	return func(k string) string { return m[k] }
+}
+
+// storeChildStats is the store's side of a bench child's stats.
+func storeChildStats(st storage.Stats) childStats {
+	return childStats{Ops: st.Ops, Commits: st.Commits, CommitUs: st.CommitTime.Microseconds(), Pages: st.PagesWritten}
 }

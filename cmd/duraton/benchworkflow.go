@@ -33,6 +33,7 @@ type benchWorkflowResult struct {
 	DuplicateRounds int64   `json:"duplicate_deliveries"`
 	OpsPerCommit    float64 `json:"ops_per_commit"`
 	CommitMeanUs    float64 `json:"commit_mean_us"`
+	PagesPerCommit  float64 `json:"pages_per_commit,omitempty"` // bbolt page writes per commit
 	// With --endpoint=external only: CPU time (getrusage) of the server's and the
 	// endpoint's process over the measured interval, per step completed.
 	Endpoint             string  `json:"endpoint"`
@@ -189,10 +190,11 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return benchWorkflowResult{
-		Endpoint:     "inprocess",
-		OpsPerCommit: round1(float64(st.Ops) / float64(max(st.Commits, 1))),
-		CommitMeanUs: round1(float64(st.CommitTime.Microseconds()) / float64(max(st.Commits, 1))),
-		Runs:         runs, Steps: steps, Concurrency: conc,
+		Endpoint:       "inprocess",
+		OpsPerCommit:   round1(float64(st.Ops) / float64(max(st.Commits, 1))),
+		CommitMeanUs:   round1(float64(st.CommitTime.Microseconds()) / float64(max(st.Commits, 1))),
+		PagesPerCommit: round1(float64(st.PagesWritten) / float64(max(st.Commits, 1))),
+		Runs:           runs, Steps: steps, Concurrency: conc,
 		StepsPerSec:     round1(float64(runs*steps) / elapsed.Seconds()),
 		RunsPerSec:      round1(float64(runs) / elapsed.Seconds()),
 		RunP50Ms:        percentileMs(rec.finished, 0.50),

@@ -1,0 +1,166 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// conn is one keep-alive connection, used by one request at a time.
+type conn struct {
+	nc        net.Conn
+	r         *limitReader // between nc and br: caps the answer's headers
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+	// stop unregisters the request's cancellation; false when it already ran (the
+	// connection's deadline was moved to the past).
+	stop func() bool
+}
+
+func newConn(nc net.Conn) *conn {
+	r := &limitReader{r: nc, n: -1}
+	return &conn{nc: nc, r: r, br: bufio.NewReaderSize(r, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}
+}
+
+func (c *conn) close() { _ = c.nc.Close() }
+
+// maxInformational is how many 1xx answers one request may get before its real one.
+const maxInformational = 5
+
+// errorCtx returns ctx's error if ctx is done, else err: a deadline or a cancellation
+// reads as such, not as the I/O error it caused.
+func errorCtx(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("h1: %w", ctxErr)
+	}
+	return err
+}
+
+// roundTrip writes req and reads the head of its answer. The deadline of req's context
+// bounds both; its cancellation moves the deadline to the past.
+func (c *conn) roundTrip(req *http.Request, maxHeaderBytes int64) (*http.Response, error) {
+	ctx := req.Context()
+	deadline, _ := ctx.Deadline() // zero: none (a deadline left by an earlier request is cleared)
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	c.stop = func() bool { return true }
+	if ctx.Done() != nil {
+		c.stop = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+	}
+	resp, err := c.exchange(req, maxHeaderBytes)
+	if err != nil {
+		c.stop()
+		return nil, errorCtx(ctx, err)
+	}
+	return resp, nil
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (c *conn) exchange(req *http.Request, maxHeaderBytes int64) (*http.Response, error) {
+	if err := req.Write(c.bw); err != nil { // closes req.Body
+		return nil, err
+	}
+	if err := c.bw.Flush(); err != nil {
+		return nil, err
+	}
+	c.r.n = maxHeaderBytes
+	defer func() { c.r.n = -1 }()
+	for informational := 0; ; informational++ {
+		resp, err := http.ReadResponse(c.br, req)
+		if errors.Is(err, errHeadersTooLong) {
+			return nil, fmt.Errorf("h1: the answer's headers exceed %d bytes", maxHeaderBytes)
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode < 100 || resp.StatusCode > 199:
+			return resp, nil
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("h1: unexpected 101 Switching Protocols")
+		case informational == maxInformational:
+			return nil, fmt.Errorf("h1: more than %d informational (1xx) answers", maxInformational)
+		}
+	}
+}
+
+var errHeadersTooLong = errors.New("headers too long")
+
+// limitReader fails once n bytes were read; n < 0: no limit.
+type limitReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errHeadersTooLong
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// body is an answer's body. Closing it returns the connection to the pool if the body
+// was read to its end, nothing is left over, and nobody asked to close; else it closes
+// the connection (an unread rest is not drained: it may be large).
+type body struct {
+	rc     io.ReadCloser // from http.ReadResponse
+	c      *conn
+	t      *Transport
+	addr   string
+	length int64 // Content-Length; -1: unknown
+	read   int64
+	keep   bool // neither side asked to close the connection
+	done   bool // read to the end
+	closed bool
+}
+
+var errBodyClosed = errors.New("h1: read on a closed body")
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	n, err := b.rc.Read(p)
+	b.read += int64(n)
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	live := b.c.stop() // false: cancelled, the deadline is in the past
+	// A body of known length read to its last byte is complete without another read.
+	complete := b.done || (b.length >= 0 && b.read == b.length)
+	if !b.keep || !live || !complete || b.c.br.Buffered() > 0 {
+		b.c.close()
+		return nil
+	}
+	if err := b.rc.Close(); err != nil { // nothing left to drain: returns at once
+		b.c.close()
+		return nil
+	}
+	b.t.put(b.addr, b.c)
+	return nil
+}
