@@ -66,7 +66,7 @@ func (c *conn) roundTrip(req *http.Request, maxHeaderBytes int64) (*http.Respons
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) exchange(req *http.Request, maxHeaderBytes int64) (*http.Response, error) {
-	if err := req.Write(c.bw); err != nil { // closes req.Body
+	if err := writeRequest(c.bw, req); err != nil { // closes req.Body
 		return nil, err
 	}
 	if err := c.bw.Flush(); err != nil {

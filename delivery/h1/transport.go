@@ -11,9 +11,10 @@
 //
 // It does less than net/http and hands the rest to Config.Fallback: https:// (TLS and
 // HTTP/2), a request that expects 100-continue or asks to upgrade, any other scheme.
-// What it keeps from net/http: the request is written by (*http.Request).Write and the
-// answer parsed by http.ReadResponse, the code net/http's Transport uses; header fields
-// are validated as that Transport validates them; 1xx answers are skipped; an answer's
+// What it keeps from net/http: the answer is parsed by http.ReadResponse, the code
+// net/http's Transport uses, and the request is written as (*http.Request).Write writes
+// it (write.go: a delivery's common shape directly, any other by Request.Write); header
+// fields are validated as that Transport validates them; 1xx answers are skipped; an answer's
 // headers are capped; a connection is reused only after its answer was read to the end
 // and neither side asked to close it.
 //
