@@ -105,12 +105,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !handles(req) {
 		return t.cfg.Fallback.RoundTrip(req)
 	}
-	if err := validHeader(req.Header); err != nil {
+	if err := validRequest(req); err != nil {
 		closeBody(req)
 		return nil, err
 	}
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil { // nothing is written for a request already given up
+		closeBody(req)
+		return nil, fmt.Errorf("h1: %w", err)
+	}
 	addr := hostPort(req)
-	c, err := t.get(req.Context(), addr)
+	c, err := t.get(ctx, addr)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -141,20 +146,43 @@ func hostPort(req *http.Request) string {
 	return net.JoinHostPort(req.URL.Hostname(), port)
 }
 
-// validHeader refuses what net/http's Transport refuses: a field name that is not a
-// token, a value with a control character (CR, LF: a header injection).
-func validHeader(h http.Header) error {
+// validRequest refuses what net/http's Transport refuses: a method that is not a token
+// (a space or CR LF in it would smuggle a request line), and in the header and the
+// trailer a field name that is not a token or a value with a control character (CR, LF:
+// a header injection).
+func validRequest(req *http.Request) error {
+	if req.Method != "" && !isToken(req.Method) {
+		return fmt.Errorf("h1: invalid method %q", req.Method)
+	}
+	if err := validFields("header", req.Header); err != nil {
+		return err
+	}
+	return validFields("trailer", req.Trailer)
+}
+
+func validFields(what string, h http.Header) error {
 	for name, values := range h {
 		if !httpguts.ValidHeaderFieldName(name) {
-			return fmt.Errorf("h1: invalid header field name %q", name)
+			return fmt.Errorf("h1: invalid %s field name %q", what, name)
 		}
 		for _, v := range values {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return fmt.Errorf("h1: invalid header field value for %q", name)
+				// Not the value: it may be a secret.
+				return fmt.Errorf("h1: invalid %s field value for %q", what, name)
 			}
 		}
 	}
 	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token, as a method must be.
+func isToken(s string) bool {
+	for _, r := range s {
+		if !httpguts.IsTokenRune(r) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func closeBody(req *http.Request) {
