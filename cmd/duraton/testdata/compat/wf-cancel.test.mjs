@@ -18,6 +18,11 @@ test("context.cancel(): the run ends RUN_CANCELED and nothing after it runs", { 
   const run = await waitForRun(runId, { want: "RUN_CANCELED", host, path: "/wf/selfcancel" });
   assert.deepEqual(exec, { first: 1, never: 0 });
   assert.deepEqual(loggedSteps(run).map((s) => s.stepName), ["first"], describeRun(run));
+  // The run ends at the cancel's commit, before the delivery that cancelled it answers.
+  await waitFor("the deliveries of the run answered", () => host.deliveries("/wf/selfcancel", runId).every((d) => d.status !== undefined), {
+    timeoutMs: 10000,
+    describe: () => host.describe("/wf/selfcancel", runId),
+  });
   const ds = assertDeliveries(host, "/wf/selfcancel", runId);
   assert.ok(ds.every((d) => d.status === 200), host.describe("/wf/selfcancel", runId));
 });
