@@ -310,6 +310,34 @@ func TestSweepClosesExpiredOnly(t *testing.T) {
 	tr.mu.Unlock()
 }
 
+// The most recently used idle connection goes first: the others age and expire.
+func TestMostRecentlyUsedFirst(t *testing.T) {
+	srv := newCountingServer(t, echoHandler)
+	tr, _ := newTestTransport(t, Config{})
+	addr := srv.Listener.Addr().String()
+	a, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, ""))
+	require.NoError(t, err)
+	b, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, ""))
+	require.NoError(t, err)
+	for _, resp := range []*http.Response{a, b} {
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	tr.mu.Lock()
+	older, newer := tr.idle[addr][0], tr.idle[addr][1]
+	tr.mu.Unlock()
+	for range 3 {
+		do(t, tr, http.MethodGet, srv.URL, "")
+		tr.mu.Lock()
+		list := tr.idle[addr]
+		tr.mu.Unlock()
+		// Not require.Equal: its diff of two *conn would print whole sockets.
+		require.True(t, len(list) == 2 && list[0] == older && list[1] == newer,
+			"the newer connection was used and put back last")
+	}
+}
+
 func TestSweeperTimerFires(t *testing.T) {
 	srv := newCountingServer(t, echoHandler)
 	tr, _ := newTestTransport(t, Config{IdleTimeout: 50 * time.Millisecond})
