@@ -279,6 +279,19 @@ func TestAnswerHeadersLimit(t *testing.T) {
 	}
 }
 
+// A header line longer than the connection's 4 KiB read buffer, within the limit, is read.
+func TestLongHeaderLineUnderLimit(t *testing.T) {
+	long := strings.Repeat("v", 64<<10)
+	srv := newRawServer(t, answerAll("HTTP/1.1 200 OK\r\nX-Long: "+long+"\r\nContent-Length: 2\r\n\r\nok"))
+	tr, _ := newTestTransport(t, Config{MaxResponseHeaderBytes: 128 << 10})
+	for range 2 {
+		resp, b := do(t, tr, http.MethodGet, srv.url, "")
+		require.Equal(t, long, resp.Header.Get("X-Long"))
+		require.Equal(t, "ok", b)
+	}
+	require.Equal(t, int64(1), srv.conns.Load())
+}
+
 // stallServer reads requests and never answers; it reports each request read and, when
 // the client closes, the connection's end.
 func stallServer(t *testing.T) (srv *rawServer, got chan struct{}, closed chan error) {

@@ -225,7 +225,7 @@ func TestConcurrentRequests(t *testing.T) {
 	// A connection is only dialed when none is idle; the ones the full pool closed are
 	// redialed, so allow for churn but not one connection per request.
 	t.Logf("%d connections for %d requests", srv.opened.Load(), workers*perWorker)
-	require.Less(t, srv.opened.Load(), int64(workers*perWorker/2))
+	require.Less(t, srv.opened.Load(), int64(workers*perWorker/4)) // 32 to 55 seen
 }
 
 // fakeClock is an injected Config.Now.
