@@ -129,7 +129,7 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 		}
 	}
 	answer, err := readAnswer(resp.Body, resp.ContentLength, limit)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) { // the socket's timer may fire first
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Status: resp.StatusCode, Error: "timed out reading the response"}}
 	}
 	if inline == "" {

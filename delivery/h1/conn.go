@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -38,6 +39,10 @@ const maxInformational = 5
 func errorCtx(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("h1: %w", ctxErr)
+	}
+	// The socket's deadline is the context's, and its timer may fire before the context's.
+	if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("h1: %w: %w", context.DeadlineExceeded, err)
 	}
 	return err
 }
@@ -120,7 +125,8 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // was read to its end, nothing is left over, and nobody asked to close; else it closes
 // the connection (an unread rest is not drained: it may be large).
 type body struct {
-	rc     io.ReadCloser // from http.ReadResponse
+	ctx    context.Context // the request's: a failed read names its deadline or cancellation
+	rc     io.ReadCloser   // from http.ReadResponse
 	c      *conn
 	t      *Transport
 	addr   string
@@ -141,6 +147,8 @@ func (b *body) Read(p []byte) (int, error) {
 	b.read += int64(n)
 	if err == io.EOF {
 		b.done = true
+	} else if err != nil {
+		err = errorCtx(b.ctx, err)
 	}
 	return n, err
 }
@@ -158,6 +166,11 @@ func (b *body) Close() error {
 		return nil
 	}
 	if err := b.rc.Close(); err != nil { // nothing left to drain: returns at once
+		b.c.close()
+		return nil
+	}
+	// Clear the request's deadline: once passed, it would fail alive()'s peek.
+	if err := b.c.nc.SetDeadline(time.Time{}); err != nil {
 		b.c.close()
 		return nil
 	}

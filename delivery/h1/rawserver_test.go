@@ -490,7 +490,6 @@ func TestInformationalAnswers(t *testing.T) {
 // once it passes, the idle connection must still be reusable (the engine gives every
 // attempt a timeout: 30 s by default, shorter than the 90 s IdleTimeout).
 func TestReuseAfterEarlierRequestsDeadlinePassed(t *testing.T) {
-	t.Skip("bug: the request's deadline stays on the pooled connection and, once passed, makes alive() fail; body.Close must clear it before put (lead fixes)")
 	srv := newRawServer(t, answerAll(okAnswer))
 	tr, _ := newTestTransport(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -523,7 +522,6 @@ func (c lateTimerCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 // The socket's deadline timer and the context's fire in either order; a deadline must
 // read as context.DeadlineExceeded whichever comes first.
 func TestDeadlineErrorWhenSocketTimerFiresFirst(t *testing.T) {
-	t.Skip("bug: a deadline can read as a bare i/o timeout when the socket's timer fires before the context's; errorCtx must map os.ErrDeadlineExceeded to context.DeadlineExceeded (lead fixes)")
 	srv, _, closed := stallServer(t)
 	tr, _ := newTestTransport(t, Config{})
 	ctx := lateTimerCtx{Context: context.Background(), deadline: time.Now().Add(100 * time.Millisecond)}
@@ -590,7 +588,6 @@ func TestInvalidTrailerSendsNothing(t *testing.T) {
 // A deadline or a cancellation while the body is read reads as such, as RoundTrip's
 // errors do (the engine tells a timeout from a failed read).
 func TestBodyReadErrorsWrapContext(t *testing.T) {
-	t.Skip("bug: body reads fail with a bare i/o timeout after the context's deadline or cancellation; body.Read must wrap errors with errorCtx (lead fixes)")
 	srv := newRawServer(t, func(c *rawConn) {
 		if _, err := c.readRequest(); err != nil {
 			return

@@ -125,7 +125,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.close()
 		return nil, err
 	}
-	resp.Body = &body{rc: resp.Body, c: c, t: t, addr: addr, length: resp.ContentLength,
+	resp.Body = &body{ctx: ctx, rc: resp.Body, c: c, t: t, addr: addr, length: resp.ContentLength,
 		keep: !resp.Close && !req.Close, done: resp.Body == http.NoBody}
 	return resp, nil
 }
@@ -261,7 +261,14 @@ func (t *Transport) sweep() {
 	}
 	t.sweeper = nil
 	if t.idleCount > 0 {
-		t.sweeper = time.AfterFunc(t.cfg.IdleTimeout, t.sweep)
+		// Back when the oldest connection left expires, not a whole IdleTimeout later.
+		oldest := now
+		for _, list := range t.idle {
+			if list[0].idleSince.Before(oldest) {
+				oldest = list[0].idleSince
+			}
+		}
+		t.sweeper = time.AfterFunc(max(oldest.Add(t.cfg.IdleTimeout).Sub(now), t.cfg.IdleTimeout/16), t.sweep)
 	}
 	t.mu.Unlock()
 	for _, c := range expired {
