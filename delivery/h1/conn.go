@@ -58,7 +58,7 @@ func (c *conn) roundTrip(req *http.Request, maxHeaderBytes int64) (*http.Respons
 	}
 	c.stop = func() bool { return true }
 	if ctx.Done() != nil {
-		c.stop = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
+		c.stop = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }) // the past: I/O stops
 	}
 	resp, err := c.exchange(req, maxHeaderBytes)
 	if err != nil {
@@ -67,8 +67,6 @@ func (c *conn) roundTrip(req *http.Request, maxHeaderBytes int64) (*http.Respons
 	}
 	return resp, nil
 }
-
-var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) exchange(req *http.Request, maxHeaderBytes int64) (*http.Response, error) {
 	if err := writeRequest(c.bw, req); err != nil { // closes req.Body
