@@ -502,7 +502,9 @@ func TestReuseAfterEarlierRequestsDeadlinePassed(t *testing.T) {
 	require.Equal(t, 1, tr.idleConns())
 	<-ctx.Done() // the first request's deadline passes while its connection is idle
 	require.True(t, errors.Is(ctx.Err(), context.DeadlineExceeded))
-	// The socket's deadline timer is a different one from the context's: let it fire too.
+	// The socket's deadline timer is a different one from the context's: give it time to
+	// fire too, so that a deadline left on the connection would fail the peek. The pass
+	// does not depend on this wait; only the test's power to catch the bug does.
 	time.Sleep(20 * time.Millisecond)
 
 	_, b := do(t, tr, http.MethodGet, srv.url, "")
