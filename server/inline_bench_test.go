@@ -45,7 +45,7 @@ func TestInlineStepsAllocationBudget(t *testing.T) {
 	require.Len(t, pubs, 1)
 	require.Equal(t, "wfr_bench_0", pubs[0].Message.RunID)
 	allocs := testing.AllocsPerRun(200, func() { _, _ = h.inlineSteps(src, goStepAnswer) })
-	require.LessOrEqual(t, allocs, 40.0, "inlineSteps allocations")
+	require.LessOrEqual(t, allocs, 28.0, "inlineSteps allocations") // 20 since header names and constant values are interned
 }
 
 func BenchmarkInlineSteps(b *testing.B) {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"unicode/utf8"
@@ -345,6 +346,23 @@ func simpleEscape(c byte) (byte, bool) {
 	return 0, false
 }
 
+// headerStr reads a string as str does, returning the shared copy of a header name or
+// value every SDK entry carries (internedHeaderString) instead of a new one. An interned
+// string holds no quote, backslash or control character, so a match up to the next
+// quote is the whole string.
+func (s *batchScanner) headerStr() string {
+	if s.i < len(s.b) && s.b[s.i] == '"' {
+		rest := s.b[s.i+1:]
+		if end := bytes.IndexByte(rest, '"'); end >= 0 {
+			if v, ok := internedHeaderString(rest[:end]); ok {
+				s.i += end + 2
+				return v
+			}
+		}
+	}
+	return s.str()
+}
+
 // headers reads an object of string values.
 func (s *batchScanner) headers() map[string]string {
 	if !s.eat('{') {
@@ -353,11 +371,11 @@ func (s *batchScanner) headers() map[string]string {
 	h := map[string]string{}
 	s.ws()
 	for s.ok && s.peek() != '}' {
-		k := s.str()
+		k := s.headerStr()
 		s.ws()
 		s.eat(':')
 		s.ws()
-		h[k] = s.str()
+		h[k] = s.headerStr()
 		s.next()
 	}
 	s.eat('}')
