@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +21,9 @@ type conn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Time
+	// keepFor is how long the server lets it idle (its Keep-Alive: timeout=N, less a
+	// margin); 0: no limit announced, the Transport's IdleTimeout applies.
+	keepFor time.Duration
 	// stop unregisters the request's cancellation; false when it already ran (the
 	// connection's deadline was moved to the past).
 	stop func() bool
@@ -123,6 +128,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // was read to its end, nothing is left over, and nobody asked to close; else it closes
 // the connection (an unread rest is not drained: it may be large).
 type body struct {
+	header http.Header     // the answer's: its Keep-Alive says how long the server keeps it
 	ctx    context.Context // the request's: a failed read names its deadline or cancellation
 	rc     io.ReadCloser   // from http.ReadResponse
 	c      *conn
@@ -159,7 +165,8 @@ func (b *body) Close() error {
 	live := b.c.stop() // false: cancelled, the deadline is in the past
 	// A body of known length read to its last byte is complete without another read.
 	complete := b.done || (b.length >= 0 && b.read == b.length)
-	if !b.keep || !live || !complete || b.c.br.Buffered() > 0 {
+	keepFor, keep := serverKeepAlive(b.header)
+	if !b.keep || !keep || !live || !complete || b.c.br.Buffered() > 0 {
 		b.c.close()
 		return nil
 	}
@@ -172,6 +179,35 @@ func (b *body) Close() error {
 		b.c.close()
 		return nil
 	}
+	b.c.keepFor = keepFor
 	b.t.put(b.addr, b.c)
 	return nil
+}
+
+// keepAliveMargin is taken off a server's announced idle timeout: a request sent just
+// as the server closes the connection fails (Node announces and closes after 5 s). It
+// is what undici, Node's own client, takes off.
+const keepAliveMargin = time.Second
+
+// serverKeepAlive reads an answer's Keep-Alive: timeout=N (seconds). It returns how long
+// the connection may idle (0: no timeout announced) and whether it may be kept at all (a
+// timeout within the margin leaves no time to reuse it safely).
+func serverKeepAlive(h http.Header) (time.Duration, bool) {
+	v := h.Get("Keep-Alive")
+	if v == "" {
+		return 0, true
+	}
+	for _, param := range strings.Split(v, ",") {
+		name, value, _ := strings.Cut(strings.TrimSpace(param), "=")
+		if !strings.EqualFold(strings.TrimSpace(name), "timeout") {
+			continue
+		}
+		secs, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil || secs < 0 {
+			return 0, true // unreadable: as if absent
+		}
+		keep := time.Duration(secs)*time.Second - keepAliveMargin
+		return keep, keep > 0
+	}
+	return 0, true
 }

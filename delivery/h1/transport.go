@@ -20,7 +20,10 @@
 //
 // A request is never written twice. An idle connection the server has closed (Node
 // closes them after 5 s) is noticed before reuse by a non-blocking peek (alive_unix.go),
-// where net/http's reader goroutine would have noticed it.
+// where net/http's reader goroutine would have noticed it. A server that announces when
+// it closes idle connections (Keep-Alive: timeout=N, as Node does) is taken at its word,
+// less a second, as undici does: a request sent just as the server closes would fail,
+// and neither the peek nor net/http's reader can see that close coming.
 package h1
 
 import (
@@ -125,7 +128,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.close()
 		return nil, err
 	}
-	resp.Body = &body{ctx: ctx, rc: resp.Body, c: c, t: t, addr: addr, length: resp.ContentLength,
+	resp.Body = &body{header: resp.Header, ctx: ctx, rc: resp.Body, c: c, t: t, addr: addr, length: resp.ContentLength,
 		keep: !resp.Close && !req.Close, done: resp.Body == http.NoBody}
 	return resp, nil
 }
@@ -205,7 +208,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 		list[len(list)-1] = nil
 		t.setIdle(addr, list[:len(list)-1])
 		t.mu.Unlock()
-		if now.Sub(c.idleSince) <= t.cfg.IdleTimeout && c.alive() {
+		if idle := now.Sub(c.idleSince); idle <= t.cfg.IdleTimeout && (c.keepFor == 0 || idle <= c.keepFor) && c.alive() {
 			return c, nil
 		}
 		c.close()
