@@ -120,14 +120,26 @@ func (b *browser) click(t *testing.T, sel string) {
 	b.do(t, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 }
 
-// text is the text of the first element matching sel.
+// text is the text of the first element matching sel, waiting for one to exist. It is
+// read in one evaluation in the page: a page that refreshes itself swaps its elements,
+// and chromedp's TextContent (find the node, then read it) then fails with "No node
+// with given id found" when the swap falls between the two.
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
-	ctx, cancel := b.timeout()
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
-	require.NoError(t, err, "text of %s", sel)
-	return s
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? null : e.textContent; })()`, sel)
+	deadline := time.Now().Add(browserWait)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](expr))
+		cancel()
+		if err == nil && s != nil {
+			return *s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("text of %s: no such element (last error %v)", sel, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the element is awaited, as chromedp's query would
+	}
 }
 
 func eval[T any](t *testing.T, b *browser, expr string) T {
