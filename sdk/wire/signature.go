@@ -79,6 +79,14 @@ func BodyHash(body []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
+// NotBeforeSkew (seconds) backdates a token's nbf from its iat. The official SDKs check
+// nbf against the endpoint's clock with no tolerance, so a signer whose clock runs a
+// little ahead (a replica signs on the database's clock, +7.7 ms in one CI run) made
+// tokens "not yet valid" for the first milliseconds of a second, and a fast delivery
+// arrived inside them. The SDKs then try the next key and report "signature
+// verification failed". One second covers any skew below a second.
+const NotBeforeSkew = 1
+
 // NewClaims returns the claims for one delivery attempt of body to url at now. Every
 // attempt must be signed afresh (new jti, iat, exp) so a late retry still verifies.
 func NewClaims(url string, body []byte, now time.Time, jti string) Claims {
@@ -89,7 +97,7 @@ func NewClaims(url string, body []byte, now time.Time, jti string) Claims {
 		ID:        jti,
 		Body:      BodyHash(body),
 		IssuedAt:  iat,
-		NotBefore: iat,
+		NotBefore: iat - NotBeforeSkew,
 		ExpiresAt: iat + int64(TokenLifetime/time.Second),
 	}
 }

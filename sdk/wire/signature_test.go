@@ -55,9 +55,26 @@ func TestNewClaims(t *testing.T) {
 		ID:        "jwt_1",
 		Body:      wire.BodyHash([]byte("x")),
 		IssuedAt:  1_700_000_000,
-		NotBefore: 1_700_000_000,
+		NotBefore: 1_699_999_999, // wire.NotBeforeSkew
 		ExpiresAt: 1_700_000_300,
 	}, c)
+}
+
+// A signer whose clock runs a few milliseconds ahead of the endpoint's (a replica signs
+// on the database's clock) must not make a token the endpoint finds not yet valid when
+// it checks with no tolerance, as the official SDKs do. Before nbf was backdated, a
+// token signed 2 ms into a second failed at an endpoint 7 ms behind.
+func TestTokenValidAtAnEndpointSlightlyBehind(t *testing.T) {
+	t.Parallel()
+	signer := time.Unix(1_700_000_000, 2_000_000)
+	endpoint := time.Unix(1_699_999_999, 995_000_000)
+	c := wire.NewClaims(testURL, []byte("x"), signer, "jwt_1")
+	// jose's jwtVerify, which the official SDKs use, checks nbf and exp against the
+	// endpoint's clock in whole seconds with no tolerance by default (iat only with a
+	// maxTokenAge, which they do not set).
+	now := endpoint.Unix()
+	require.LessOrEqual(t, c.NotBefore, now, "nbf")
+	require.Greater(t, c.ExpiresAt, now, "exp")
 }
 
 // TestSignGolden pins the exact token bytes. The expected value was computed
@@ -67,6 +84,7 @@ func TestSignGolden(t *testing.T) {
 	t.Parallel()
 
 	c := wire.NewClaims("https://example.com/api?a=1&b=2", []byte(`{"hello":"world"}`), testNow(), "jwt_golden")
+	c.NotBefore = c.IssuedAt // the claims the golden token was computed for
 	got, err := wire.Sign("sig_test_key", c)
 	require.NoError(t, err)
 	require.Equal(t, "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."+
