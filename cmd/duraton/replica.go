@@ -174,6 +174,15 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	n, store, err := lead(ctx, eng, f, policy, secret, mtr, stdout, log)
 	if err != nil {
 		httpSrv.Close()
+		if ctx.Err() != nil {
+			// Asked to stop while taking over (a leader resigning at shutdown hands the
+			// lease to a replica that is stopping too): a clean stop, not a failure.
+			log.Info("shutting down while taking over; resigning the leader lease", "err", err)
+			if err := eng.Resign(context.WithoutCancel(ctx), id, epoch); err != nil {
+				log.Warn("resign the leader lease", "err", err)
+			}
+			return nil
+		}
 		return err
 	}
 	var nh http.Handler = n.srv.Handler()
