@@ -113,6 +113,30 @@ func answerAll(answer string) func(c *rawConn) {
 
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
+// answerOKThen answers every request with okAnswer. On the server's first connection,
+// after the first answer, it waits for signal and then does then, which says whether
+// the connection goes on serving (false: it is closed).
+func answerOKThen(signal <-chan struct{}, then func(c *rawConn) bool) func(c *rawConn) {
+	return func(c *rawConn) {
+		first := c.s.conns.Load() == 1
+		for {
+			if _, err := c.readRequest(); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, okAnswer); err != nil {
+				return
+			}
+			if first {
+				<-signal
+				if !then(c) {
+					return
+				}
+				first = false
+			}
+		}
+	}
+}
+
 func TestHTTP10CloseDelimitedAnswer(t *testing.T) {
 	long := strings.Repeat("0123456789", 1000)
 	srv := newRawServer(t, func(c *rawConn) {
@@ -167,21 +191,9 @@ func TestHTTP10WithLengthIsNotReused(t *testing.T) {
 // twice.
 func TestServerClosedIdleConnection(t *testing.T) {
 	closeNow := make(chan struct{})
-	srv := newRawServer(t, func(c *rawConn) {
-		first := c.s.conns.Load() == 1
-		for {
-			if _, err := c.readRequest(); err != nil {
-				return
-			}
-			if _, err := io.WriteString(c, okAnswer); err != nil {
-				return
-			}
-			if first {
-				<-closeNow
-				return // closes the keep-alive connection
-			}
-		}
-	})
+	srv := newRawServer(t, answerOKThen(closeNow, func(*rawConn) bool {
+		return false // closes the keep-alive connection
+	}))
 	tr, _ := newTestTransport(t, Config{})
 	_, b := do(t, tr, http.MethodPost, srv.url, "one")
 	require.Equal(t, "ok", b)
@@ -202,22 +214,10 @@ func TestServerClosedIdleConnection(t *testing.T) {
 
 func TestUnsolicitedBytesOnIdleConnection(t *testing.T) {
 	sendJunk := make(chan struct{})
-	srv := newRawServer(t, func(c *rawConn) {
-		first := c.s.conns.Load() == 1
-		for {
-			if _, err := c.readRequest(); err != nil {
-				return
-			}
-			if _, err := io.WriteString(c, okAnswer); err != nil {
-				return
-			}
-			if first {
-				<-sendJunk
-				_, _ = io.WriteString(c, "HTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n")
-				first = false
-			}
-		}
-	})
+	srv := newRawServer(t, answerOKThen(sendJunk, func(c *rawConn) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n")
+		return true
+	}))
 	tr, _ := newTestTransport(t, Config{})
 	do(t, tr, http.MethodGet, srv.url, "")
 	pooled := idleConn(t, tr, srv.addr())
