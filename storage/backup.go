@@ -12,13 +12,19 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// Backup writes a consistent snapshot of the whole data file to w (bbolt's Tx.WriteTo
-// in a read transaction: writers go on meanwhile, except that the file cannot grow until
-// the snapshot ends). start is called first with the snapshot's size in bytes, before
+// Backup writes a consistent snapshot of the whole data file to w (a checkpoint, then
+// bbolt's Tx.WriteTo in a read transaction: writers go on meanwhile, except that the
+// file cannot grow until the snapshot ends). start is called first with the snapshot's size in bytes, before
 // anything is written. It returns the bytes written.
 func (s *Store) Backup(w io.Writer, start func(size int64)) (int64, error) {
 	if s.db == nil {
 		return 0, ErrNotBolt
+	}
+	// The snapshot is bbolt's file: what the write-ahead log holds goes into it first.
+	if w, ok := s.engine.(*walEngine); ok {
+		if err := w.Checkpoint(); err != nil {
+			return 0, err
+		}
 	}
 	var n int64
 	err := s.db.View(func(tx *bolt.Tx) error {

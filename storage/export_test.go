@@ -15,3 +15,18 @@ func OpenBoltEngineForTest(dir string) (Engine, error) {
 	}
 	return boltEngine{db}, nil
 }
+
+// OpenWALEngineForTest opens the write-ahead-logged engine on a bbolt file in dir, its
+// checkpoints every checkpointBytes of log, for the engine seam's tests.
+func OpenWALEngineForTest(dir string, checkpointBytes int64) (Engine, error) {
+	db, err := bolt.Open(filepath.Join(dir, "kv.db"), 0o600, nil)
+	if err != nil {
+		return nil, err
+	}
+	e, err := openWALEngine(db, checkpointBytes)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return e, nil
+}

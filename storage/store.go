@@ -23,6 +23,10 @@ type Options struct {
 	// OnCommit, if set, is told the size and duration of every group commit (metrics).
 	// It runs on the committer's goroutine and must be fast.
 	OnCommit func(ops int, took time.Duration)
+	// CheckpointBytes is how much of the write-ahead log accumulates before what it
+	// holds is written into the data file (a checkpoint), and about half the memory the
+	// log's overlay may take. Default 16 MiB.
+	CheckpointBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -31,6 +35,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 1024
+	}
+	if o.CheckpointBytes <= 0 {
+		o.CheckpointBytes = 16 << 20
 	}
 	return o
 }
@@ -69,7 +76,16 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newStore(boltEngine{db}, db, opts), nil
+	e, err := openWALEngine(db, opts.CheckpointBytes)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := e.Update(createRoots); err != nil {
+		_ = e.Close()
+		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
+	}
+	return newStore(e, db, opts), nil
 }
 
 // OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
@@ -121,10 +137,6 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 	})
 	switch {
 	case err == nil:
-		if err := (boltEngine{db}).Update(createRoots); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
-		}
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("storage: open %s: %w", path, ErrLocked)

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -30,4 +31,30 @@ func TestSuiteKV(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, e.Close()) })
 		return e
 	})
+}
+
+// The same suites with checkpoints every few KiB of log: reads cross all three layers of
+// the write-ahead-logged engine (the overlay, the one being checkpointed, bbolt).
+func TestSuiteSmallCheckpoints(t *testing.T) {
+	t.Parallel()
+	storagetest.Exercise(t, func(t *testing.T) *storage.Store {
+		s, err := storage.Open(filepath.Join(t.TempDir(), "duraton.db"), storage.Options{CheckpointBytes: 4 << 10})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	})
+}
+
+func TestSuiteKVWAL(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int64{1 << 10, 64 << 10} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine {
+				e, err := storage.OpenWALEngineForTest(t.TempDir(), size)
+				require.NoError(t, err)
+				t.Cleanup(func() { require.NoError(t, e.Close()) })
+				return e
+			})
+		})
+	}
 }

@@ -1,0 +1,268 @@
+package storage
+
+import (
+	"bytes"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// A transaction of the write-ahead-logged engine reads through three layers, the first
+// that has a key deciding: the overlay it started with (a write transaction's own
+// clone, which its writes change), the overlay being checkpointed (frozen, may be nil),
+// and bbolt (a read transaction: bbolt is written by checkpoints only). Writes go to the
+// overlay and are listed in ops, which the commit writes to the log.
+
+type walTx struct {
+	e      *walEngine
+	base   *bolt.Tx
+	top    *overlay
+	frozen *overlay
+	write  bool
+	ops    []walOp
+	probe  []byte // scratch for composite keys
+}
+
+// walOp is one write, in the order made: a put (entryValue), a delete (entryTombstone) or
+// a bucket created (entryBucket). key and val point into the overlay's entry.
+type walOp struct {
+	kind entryKind
+	id   uint32
+	key  []byte
+	val  []byte
+}
+
+func (t *walTx) root() *walBucket { return &walBucket{tx: t, id: 0, root: true} }
+
+func (t *walTx) Bucket(name []byte) KVBucket {
+	if b := t.root().bucket(name); b != nil {
+		return b
+	}
+	return nil
+}
+
+func (t *walTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+	return t.root().CreateBucketIfNotExists(name)
+}
+
+// find returns the overlay's entry for key in bucket id, if either overlay has one.
+func (t *walTx) find(id uint32, key []byte) (walEntry, bool) {
+	t.probe = composite(t.probe[:0], id, key)
+	if en, ok := t.top.Get(walEntry{key: t.probe}); ok {
+		return en, true
+	}
+	if t.frozen != nil {
+		return t.frozen.Get(walEntry{key: t.probe})
+	}
+	return walEntry{}, false
+}
+
+// walBucket is a bucket: its number in the overlay and, when bbolt has it, bbolt's.
+type walBucket struct {
+	tx   *walTx
+	id   uint32
+	root bool         // the root: its keys are the root buckets (base is the tx itself)
+	base *bolt.Bucket // nil when bbolt has no such bucket (yet)
+	seek *bolt.Cursor // kept for point reads of base
+}
+
+// keyState is what a key is in a bucket.
+type keyState uint8
+
+const (
+	stateAbsent keyState = iota
+	stateValue
+	stateBucket
+)
+
+// state returns what key is, and its value when a value.
+func (b *walBucket) state(key []byte) (keyState, []byte) {
+	if en, ok := b.tx.find(b.id, key); ok {
+		switch en.kind {
+		case entryValue:
+			return stateValue, en.val
+		case entryBucket:
+			return stateBucket, nil
+		default:
+			return stateAbsent, nil
+		}
+	}
+	return b.baseState(key)
+}
+
+// baseState is state in bbolt alone.
+func (b *walBucket) baseState(key []byte) (keyState, []byte) {
+	if b.root {
+		if b.tx.base.Bucket(key) != nil {
+			return stateBucket, nil
+		}
+		return stateAbsent, nil
+	}
+	if b.base == nil {
+		return stateAbsent, nil
+	}
+	if b.seek == nil {
+		b.seek = b.base.Cursor()
+	}
+	k, v := b.seek.Seek(key)
+	switch {
+	case k == nil || !bytes.Equal(k, key):
+		return stateAbsent, nil
+	case v == nil && b.base.Bucket(key) != nil: // a cursor shows a bucket as a nil value
+		return stateBucket, nil
+	default:
+		return stateValue, v
+	}
+}
+
+// inLowerLayers reports whether frozen or bbolt has key as a value: whether deleting it
+// needs a tombstone rather than just removing the top overlay's entry.
+func (b *walBucket) inLowerLayers(key []byte) bool {
+	if b.tx.frozen != nil {
+		b.tx.probe = composite(b.tx.probe[:0], b.id, key)
+		if en, ok := b.tx.frozen.Get(walEntry{key: b.tx.probe}); ok {
+			return en.kind == entryValue
+		}
+	}
+	st, _ := b.baseState(key)
+	return st == stateValue
+}
+
+func (b *walBucket) Get(key []byte) []byte {
+	if st, v := b.state(key); st == stateValue {
+		return v
+	}
+	return nil
+}
+
+func (b *walBucket) Put(key, value []byte) error {
+	switch {
+	case !b.tx.write:
+		return berrors.ErrTxNotWritable
+	case len(key) == 0:
+		return berrors.ErrKeyRequired
+	case len(key) > bolt.MaxKeySize:
+		return berrors.ErrKeyTooLarge
+	case len(value) > bolt.MaxValueSize:
+		return berrors.ErrValueTooLarge
+	case b.root:
+		return berrors.ErrIncompatibleValue // the root holds buckets only
+	}
+	if st, _ := b.state(key); st == stateBucket {
+		return berrors.ErrIncompatibleValue
+	}
+	// One allocation holds the entry's key and value: the caller's slices may be reused
+	// once the transaction ends, the entry lives until its checkpoint.
+	buf := make([]byte, 0, 4+len(key)+len(value))
+	buf = composite(buf, b.id, key)
+	buf = append(buf, value...)
+	en := walEntry{key: buf[:4+len(key)], val: buf[4+len(key):], kind: entryValue}
+	b.tx.top.ReplaceOrInsert(en)
+	b.tx.ops = append(b.tx.ops, walOp{kind: entryValue, id: b.id, key: en.key[4:], val: en.val})
+	return nil
+}
+
+func (b *walBucket) Delete(key []byte) error {
+	if !b.tx.write {
+		return berrors.ErrTxNotWritable
+	}
+	switch st, _ := b.state(key); st {
+	case stateAbsent:
+		return nil
+	case stateBucket:
+		return berrors.ErrIncompatibleValue
+	}
+	k := composite(make([]byte, 0, 4+len(key)), b.id, key)
+	if b.inLowerLayers(key) {
+		b.tx.top.ReplaceOrInsert(walEntry{key: k, kind: entryTombstone})
+	} else {
+		b.tx.top.Delete(walEntry{key: k})
+	}
+	b.tx.ops = append(b.tx.ops, walOp{kind: entryTombstone, id: b.id, key: k[4:]})
+	return nil
+}
+
+func (b *walBucket) Cursor() KVCursor { return &walCursor{b: b} }
+
+func (b *walBucket) Bucket(name []byte) KVBucket {
+	if sub := b.bucket(name); sub != nil {
+		return sub
+	}
+	return nil
+}
+
+// bucket opens nested bucket name, nil when absent.
+func (b *walBucket) bucket(name []byte) *walBucket {
+	if st, _ := b.state(name); st != stateBucket {
+		return nil
+	}
+	sub := &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name)}
+	switch {
+	case b.root:
+		sub.base = b.tx.base.Bucket(name)
+	case b.base != nil:
+		sub.base = b.base.Bucket(name)
+	}
+	return sub
+}
+
+func (b *walBucket) CreateBucket(name []byte) (KVBucket, error) {
+	switch {
+	case !b.tx.write:
+		return nil, berrors.ErrTxNotWritable
+	case len(name) == 0:
+		return nil, berrors.ErrBucketNameRequired
+	case len(name) > bolt.MaxKeySize:
+		return nil, berrors.ErrKeyTooLarge
+	}
+	switch st, _ := b.state(name); st {
+	case stateBucket:
+		return nil, berrors.ErrBucketExists
+	case stateValue:
+		return nil, berrors.ErrIncompatibleValue
+	}
+	k := composite(make([]byte, 0, 4+len(name)), b.id, name)
+	b.tx.top.ReplaceOrInsert(walEntry{key: k, kind: entryBucket})
+	b.tx.ops = append(b.tx.ops, walOp{kind: entryBucket, id: b.id, key: k[4:]})
+	return &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name)}, nil
+}
+
+func (b *walBucket) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+	if sub := b.bucket(name); sub != nil {
+		return sub, nil
+	}
+	return b.CreateBucket(name)
+}
+
+func (b *walBucket) ForEach(fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *walBucket) ForEachBucket(fn func(name []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			if err := fn(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b *walBucket) KeyCount() int {
+	n := 0
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil {
+			n++
+		}
+	}
+	return n
+}
