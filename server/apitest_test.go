@@ -95,6 +95,8 @@ type envOptions struct {
 	store func(delivery.Store) delivery.Store
 	// dataFile is where the data file lives; default a new file in t.TempDir().
 	dataFile string
+	// checkpointBytes is the store's storage.Options.CheckpointBytes (default its own).
+	checkpointBytes int64
 	// metricsToken protects /metrics with a bearer token.
 	metricsToken string
 	// adminToken enables GET /admin/backup.
@@ -129,7 +131,7 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 		dataFile = filepath.Join(t.TempDir(), "duraton.db")
 	}
 	env.Metrics = metrics.New(dataFile)
-	store := openTestStore(t, dataFile, ownFile, storage.Options{OnCommit: env.Metrics.OnCommit})
+	store := openTestStore(t, dataFile, ownFile, storage.Options{OnCommit: env.Metrics.OnCommit, CheckpointBytes: opts.checkpointBytes})
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	env.store = store
 

@@ -136,7 +136,10 @@ func TestDiskFullReal(t *testing.T) {
 	filler := filepath.Join(mnt, "filler")
 	require.NoError(t, os.WriteFile(filler, make([]byte, 1<<20), 0o600))
 
-	env := newAPI(t, envOptions{dataFile: path})
+	// The write-ahead log moves what it holds into the data file every CheckpointBytes,
+	// and needs about twice that of headroom to do so: at the default 16 MiB this 4 MiB
+	// disk would hold everything in the log, with no room to ever checkpoint it.
+	env := newAPI(t, envOptions{dataFile: path, checkpointBytes: 64 << 10})
 	body := bytes.Repeat([]byte("x"), 256<<10)
 	var acked []string
 	full := false

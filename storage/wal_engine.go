@@ -46,8 +46,12 @@ type walEngine struct {
 	frozenN  uint64 // the frozen overlay's segment
 	gen      uint64 // bumped whenever the layering changes
 	baseTxID uint64 // bbolt's last transaction (a checkpoint's)
-	ckptDone chan struct{}
-	err      error // the first failure of the log or a checkpoint: the engine is stopped
+	// The checkpoint in progress (ckptRunning) closes ckptDone when it ends; ckptErr is
+	// the last one's failure, which leaves the frozen overlay in place to try again.
+	ckptRunning bool
+	ckptDone    chan struct{}
+	ckptErr     error
+	err         error // a failure that stopped the engine (see ErrWALFailed)
 
 	ckptReq  chan struct{}
 	loopDone chan struct{}
@@ -130,8 +134,11 @@ func (e *walEngine) Update(fn func(KVTx) error) error {
 		return err
 	}
 	e.payload = e.encode(e.payload[:0], tx.ops)
-	if err := e.seg.append(e.payload); err != nil {
-		return e.fail(err)
+	if err, fatal := e.seg.append(e.payload); err != nil {
+		if fatal {
+			return e.fail(err)
+		}
+		return err
 	}
 	if cap(e.payload) > 4<<20 {
 		e.payload = nil
@@ -152,26 +159,44 @@ func (e *walEngine) run(tx *walTx, fn func(KVTx) error) error {
 	return fn(tx)
 }
 
-// maybeFreeze starts a checkpoint when the segment is full, first waiting for the one
-// in progress if there is one and the segment is full twice over.
+// maybeFreeze starts a checkpoint when the segment is full. While one is in progress,
+// commits go on until the segment is full twice over, then wait for it. A checkpoint
+// that failed (a full disk) is tried again by the next commit; until one succeeds,
+// commits fail once the segment is full twice over, storing nothing.
 func (e *walEngine) maybeFreeze() error {
-	if e.seg.written < e.limit {
+	e.mu.Lock()
+	frozen, running, done := e.frozen != nil, e.ckptRunning, e.ckptDone
+	if frozen && !running {
+		done = e.startCheckpointLocked()
+	}
+	e.mu.Unlock()
+	if e.seg.written < e.limit || frozen && e.seg.written < 2*e.limit {
 		return nil
 	}
-	e.mu.Lock()
-	busy, done := e.frozen != nil, e.ckptDone
-	e.mu.Unlock()
-	if busy {
-		if e.seg.written < 2*e.limit {
-			return nil
-		}
+	if frozen {
 		<-done
-		if err := e.failed(); err != nil {
+		e.mu.Lock()
+		frozen, err := e.frozen != nil, e.ckptErr
+		e.mu.Unlock()
+		if frozen {
 			return err
 		}
 	}
 	return e.freeze()
 }
+
+// startCheckpointLocked asks the checkpointer to write the frozen overlay into bbolt. mu
+// is held.
+func (e *walEngine) startCheckpointLocked() chan struct{} {
+	e.ckptRunning = true
+	e.ckptDone = make(chan struct{})
+	e.ckptReq <- struct{}{} // never blocks: one request at a time, buffered
+	return e.ckptDone
+}
+
+// extendBy is the zero-filled space a segment grows by: walExtendBy, or less when a
+// segment is checkpointed before it would use that much (a small disk's setting).
+func extendBy(limit int64) int64 { return min(walExtendBy, max(limit, 4<<10)) }
 
 // freeze makes the current overlay the frozen one, begins a new segment, and asks the
 // checkpointer to write the frozen overlay into bbolt. No checkpoint may be in progress.
@@ -179,7 +204,7 @@ func (e *walEngine) freeze() error {
 	e.mu.Lock()
 	after := e.baseTxID + 1 // what bbolt's txid will be once the frozen overlay is in
 	e.mu.Unlock()
-	next, err := createWALSegment(e.path, e.seg.n+1, walSegmentHeader{epoch: e.epoch, baseTxID: after})
+	next, err := createWALSegment(e.path, e.seg.n+1, walSegmentHeader{epoch: e.epoch, baseTxID: after}, extendBy(e.limit))
 	if err != nil {
 		return err
 	}
@@ -190,12 +215,10 @@ func (e *walEngine) freeze() error {
 	e.cur = newOverlay()
 	e.top = e.cur
 	e.gen++
-	e.ckptDone = make(chan struct{})
+	e.startCheckpointLocked()
 	e.mu.Unlock()
-	if err := old.close(); err != nil {
-		return e.fail(err)
-	}
-	e.ckptReq <- struct{}{}
+	// Every record of the old segment was synced when it was written.
+	_ = old.close()
 	return nil
 }
 
@@ -204,21 +227,24 @@ func (e *walEngine) checkpointLoop() {
 	defer close(e.loopDone)
 	for range e.ckptReq {
 		e.mu.Lock()
-		frozen, n, done := e.frozen, e.frozenN, e.ckptDone
+		frozen, n := e.frozen, e.frozenN
 		e.mu.Unlock()
 		err := e.checkpoint(frozen)
 		if err == nil {
-			err = removeWALSegment(e.path, n)
+			// Deleted before anyone waiting is told, so that its space is free for the
+			// next segment. One left behind is harmless (replay skips a segment bbolt
+			// has passed) and Close deletes it.
+			_ = removeWALSegment(e.path, n)
 		}
-		if err != nil {
-			e.fail(err)
-		} else {
-			e.mu.Lock()
+		e.mu.Lock()
+		e.ckptErr = err
+		if err == nil {
 			e.frozen = nil
 			e.gen++
-			e.mu.Unlock()
 		}
-		close(done)
+		e.ckptRunning = false
+		close(e.ckptDone)
+		e.mu.Unlock()
 	}
 }
 
@@ -296,11 +322,10 @@ func (e *walEngine) Checkpoint() error {
 	if e.closed {
 		return ErrClosed
 	}
-	e.mu.Lock()
-	done := e.ckptDone
-	e.mu.Unlock()
-	<-done
 	if err := e.failed(); err != nil {
+		return err
+	}
+	if err := e.finishFrozen(); err != nil {
 		return err
 	}
 	if e.seg.written == 0 {
@@ -309,15 +334,33 @@ func (e *walEngine) Checkpoint() error {
 	if err := e.freeze(); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	done = e.ckptDone
-	e.mu.Unlock()
-	<-done
-	return e.failed()
+	return e.finishFrozen()
 }
 
-// Close writes what the log holds into bbolt, deletes the log and closes bbolt. After a
-// failure the log is left for the next open to replay.
+// finishFrozen waits until the frozen overlay, if there is one, is in bbolt, starting
+// its checkpoint again if the last try failed.
+func (e *walEngine) finishFrozen() error {
+	e.mu.Lock()
+	if e.frozen == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	done := e.ckptDone
+	if !e.ckptRunning {
+		done = e.startCheckpointLocked()
+	}
+	e.mu.Unlock()
+	<-done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.frozen != nil {
+		return e.ckptErr
+	}
+	return nil
+}
+
+// Close writes what the log holds into bbolt, deletes the log and closes bbolt. When
+// that fails, the log is left for the next open to replay.
 func (e *walEngine) Close() error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
@@ -325,22 +368,37 @@ func (e *walEngine) Close() error {
 		return nil
 	}
 	e.closed = true
+	err := e.failed()
+	if err == nil {
+		err = e.finishFrozen()
+	}
 	close(e.ckptReq)
 	<-e.loopDone
-	err := e.failed()
 	if err == nil && e.seg.written > 0 {
-		if err = e.checkpoint(e.cur); err != nil {
-			err = e.fail(err)
-		}
+		err = e.checkpoint(e.cur)
 	}
 	cerr := e.seg.close()
 	if err == nil && cerr == nil {
-		cerr = removeWALSegment(e.path, e.seg.n)
+		cerr = removeWALSegments(e.path)
 	}
 	if dberr := e.db.Close(); err == nil {
 		err = dberr
 	}
 	return errors.Join(err, cerr)
+}
+
+// removeWALSegments deletes every segment of the data file at dbPath.
+func removeWALSegments(dbPath string) error {
+	segs, err := walSegments(dbPath)
+	if err != nil {
+		return fmt.Errorf("storage: list write-ahead log: %w", err)
+	}
+	for _, n := range segs {
+		if err := removeWALSegment(dbPath, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func removeWALSegment(dbPath string, n uint64) error {

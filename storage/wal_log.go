@@ -36,7 +36,8 @@ const (
 	walHeaderSize = 36
 	walRecordHead = 8
 	// walExtendBy is how much zero-filled space is added when a commit reaches the end of
-	// what is allocated: about one extra fdatasync of metadata per MiB of log.
+	// what is allocated (less when checkpoints come sooner): about one extra fdatasync of
+	// metadata per MiB of log.
 	walExtendBy = 1 << 20
 	// walMaxRecord bounds a record (one group commit). bbolt's own limits on keys and
 	// values make a larger transaction implausible; a larger length field is damage.
@@ -109,39 +110,43 @@ func walRecordCRC(seg uint64, payload []byte) uint32 {
 
 // walSegmentFile is the segment being written.
 type walSegmentFile struct {
-	f       *os.File
-	n       uint64
-	off     int64 // where the next record goes
-	alloc   int64 // bytes of the file written so far (header, records, zeros)
-	written int64 // record bytes in this segment
-	buf     []byte
-	zeros   []byte
+	f        *os.File
+	n        uint64
+	off      int64 // where the next record goes
+	alloc    int64 // bytes of the file written so far (header, records, zeros)
+	written  int64 // record bytes in this segment
+	extendBy int64 // zero-filled space added at a time
+	buf      []byte
+	zeros    []byte
 }
 
 // createWALSegment creates segment n with its header, durably: the file, its header and
 // its directory entry are synced before a record is written into it.
-func createWALSegment(dbPath string, n uint64, h walSegmentHeader) (*walSegmentFile, error) {
+// On failure (a full disk) the file is removed again.
+func createWALSegment(dbPath string, n uint64, h walSegmentHeader, extendBy int64) (_ *walSegmentFile, err error) {
 	path := walSegmentPath(dbPath, n)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("storage: create write-ahead log: %w", err)
 	}
-	s := &walSegmentFile{f: f, n: n, off: walHeaderSize}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(path)
+		}
+	}()
+	s := &walSegmentFile{f: f, n: n, off: walHeaderSize, extendBy: extendBy}
 	if _, err := f.WriteAt(h.encode(), 0); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("storage: write-ahead log header: %w", err)
 	}
 	s.alloc = walHeaderSize
-	if err := s.extend(walExtendBy); err != nil {
-		f.Close()
+	if err := s.extend(extendBy); err != nil {
 		return nil, err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("storage: sync write-ahead log: %w", err)
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
-		f.Close()
 		return nil, err
 	}
 	return s, nil
@@ -152,7 +157,7 @@ func (s *walSegmentFile) extend(need int64) error {
 	if s.zeros == nil {
 		s.zeros = make([]byte, 64<<10)
 	}
-	target := s.alloc + max(need, walExtendBy)
+	target := s.alloc + max(need, s.extendBy)
 	for s.alloc < target {
 		n := min(int64(len(s.zeros)), target-s.alloc)
 		if _, err := s.f.WriteAt(s.zeros[:n], s.alloc); err != nil {
@@ -163,34 +168,42 @@ func (s *walSegmentFile) extend(need int64) error {
 	return nil
 }
 
-// append writes one record holding payload and makes it durable.
-func (s *walSegmentFile) append(payload []byte) error {
+// append writes one record holding payload and makes it durable. A failure leaves the
+// segment as it was (the record is not there) unless fatal: after a failed fdatasync
+// what the file holds is unknown, and nothing more may be written to it.
+func (s *walSegmentFile) append(payload []byte) (err error, fatal bool) {
 	if len(payload) > walMaxRecord {
-		return fmt.Errorf("storage: a transaction of %d bytes exceeds the write-ahead log's limit of %d", len(payload), walMaxRecord)
+		return fmt.Errorf("storage: a transaction of %d bytes exceeds the write-ahead log's limit of %d", len(payload), walMaxRecord), false
 	}
 	size := int64(walRecordHead + len(payload))
 	// The record and the zero length after it (the end mark replay stops at) must lie in
-	// zero-filled space.
+	// zero-filled space. Failing to extend it (a full disk) stores nothing.
 	if s.off+size+walRecordHead > s.alloc {
 		if err := s.extend(s.off + size + walRecordHead - s.alloc); err != nil {
-			return err
+			return err, false
 		}
 	}
 	s.buf = binary.BigEndian.AppendUint32(s.buf[:0], uint32(len(payload)))
 	s.buf = binary.BigEndian.AppendUint32(s.buf, walRecordCRC(s.n, payload))
 	s.buf = append(s.buf, payload...)
 	if _, err := s.f.WriteAt(s.buf, s.off); err != nil {
-		return fmt.Errorf("storage: write-ahead log: %w", err)
+		// Whatever part was written is zeroed again, so that a complete record of a
+		// transaction reported failed cannot be replayed after a crash.
+		clear(s.buf)
+		if _, zerr := s.f.WriteAt(s.buf, s.off); zerr != nil {
+			return fmt.Errorf("storage: write-ahead log: %w (and zeroing it again: %v)", err, zerr), true
+		}
+		return fmt.Errorf("storage: write-ahead log: %w", err), false
 	}
 	if err := fdatasync(s.f); err != nil {
-		return fmt.Errorf("storage: sync write-ahead log: %w", err)
+		return fmt.Errorf("storage: sync write-ahead log: %w", err), true
 	}
 	s.off += size
 	s.written += size
 	if cap(s.buf) > 4<<20 {
 		s.buf = nil // a huge transaction's buffer is not kept
 	}
-	return nil
+	return nil, false
 }
 
 func (s *walSegmentFile) close() error { return s.f.Close() }

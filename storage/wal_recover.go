@@ -27,10 +27,8 @@ func openWALEngine(db *bolt.DB, limit int64) (*walEngine, error) {
 		if err := replayWAL(db, segs); err != nil {
 			return nil, err
 		}
-		for _, n := range segs {
-			if err := removeWALSegment(path, n); err != nil {
-				return nil, err
-			}
+		if err := removeWALSegments(path); err != nil {
+			return nil, err
 		}
 	}
 	var epoch [16]byte
@@ -58,7 +56,7 @@ func openWALEngine(db *bolt.DB, limit int64) (*walEngine, error) {
 	if len(segs) > 0 {
 		next = segs[len(segs)-1] + 1
 	}
-	seg, err := createWALSegment(path, next, walSegmentHeader{epoch: epoch, baseTxID: txid})
+	seg, err := createWALSegment(path, next, walSegmentHeader{epoch: epoch, baseTxID: txid}, extendBy(limit))
 	if err != nil {
 		return nil, err
 	}
