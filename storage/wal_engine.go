@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // walEngine is bbolt behind a write-ahead log: the engine Store uses on a data file.
@@ -303,7 +304,13 @@ func applyOverlay(btx *bolt.Tx, o *overlay, reg *bucketRegistry) error {
 		}
 		switch en.kind {
 		case entryBucket:
-			_, err = b.CreateBucketIfNotExists(key)
+			// A value deleted and a bucket created in its place leave the bucket's
+			// entry alone in the overlay: bbolt still has the value.
+			if _, err = b.CreateBucketIfNotExists(key); errors.Is(err, berrors.ErrIncompatibleValue) {
+				if err = b.Delete(key); err == nil {
+					_, err = b.CreateBucket(key)
+				}
+			}
 		case entryValue:
 			err = b.Put(key, en.val)
 		default:

@@ -118,22 +118,22 @@ func replayWAL(db *bolt.DB, segs []uint64) error {
 		}
 		todo = append(todo, segment{n: n, h: h, records: records})
 	}
-	if len(todo) == 0 {
-		return nil
-	}
-	err := db.Update(func(tx *bolt.Tx) error {
-		for _, s := range todo {
+	// One bbolt transaction per segment, as its checkpoint would have been: bbolt's txid
+	// then says how far replay got, and a crash before the log is deleted replays none
+	// of it twice.
+	for _, s := range todo {
+		err := db.Update(func(tx *bolt.Tx) error {
 			r := replayer{tx: tx, buckets: map[uint64]*bolt.Bucket{}, names: map[uint64]bucketName{}}
 			for _, rec := range s.records {
 				if err := r.apply(rec); err != nil {
 					return fmt.Errorf("%s: %w", walSegmentPath(path, s.n), err)
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: replay write-ahead log: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("storage: replay write-ahead log: %w", err)
 	}
 	return nil
 }
