@@ -137,8 +137,8 @@ func TestDiskFullReal(t *testing.T) {
 	require.NoError(t, os.WriteFile(filler, make([]byte, 1<<20), 0o600))
 
 	// The write-ahead log moves what it holds into the data file every CheckpointBytes,
-	// and needs about twice that of headroom to do so: at the default 16 MiB this 4 MiB
-	// disk would hold everything in the log, with no room to ever checkpoint it.
+	// and needs up to about five times that of headroom: at the default (1 MiB) this
+	// 4 MiB disk could hold everything in the log, with no room to checkpoint it.
 	env := newAPI(t, envOptions{dataFile: path, checkpointBytes: 64 << 10})
 	body := bytes.Repeat([]byte("x"), 256<<10)
 	var acked []string

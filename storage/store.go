@@ -24,8 +24,9 @@ type Options struct {
 	// It runs on the committer's goroutine and must be fast.
 	OnCommit func(ops int, took time.Duration)
 	// CheckpointBytes is how much of the write-ahead log accumulates before what it
-	// holds is written into the data file (a checkpoint), and about half the memory the
-	// log's overlay may take. Default 16 MiB.
+	// holds is written into the data file (a checkpoint). The log's overlay in memory and
+	// the disk space the log needs beyond the data file are at most about five times
+	// this (see walBacklog). Default 1 MiB.
 	CheckpointBytes int64
 }
 
@@ -37,7 +38,7 @@ func (o Options) withDefaults() Options {
 		o.MaxBatch = 1024
 	}
 	if o.CheckpointBytes <= 0 {
-		o.CheckpointBytes = 16 << 20
+		o.CheckpointBytes = 1 << 20
 	}
 	return o
 }
@@ -224,11 +225,16 @@ type commitStats struct {
 // time spent in commits and, on bbolt, the page writes those commits made (each a
 // pwrite of one page or one run of overflow pages; the meta page included): what a
 // commit costs grows with the pages it dirties.
+//
+// On a data file, commits go to the write-ahead log (LogBytes) and bbolt's pages are
+// written by checkpoints.
 type Stats struct {
 	Commits      int64
 	Ops          int64
 	CommitTime   time.Duration
 	PagesWritten int64
+	LogBytes     int64 // record bytes appended to the write-ahead log
+	Checkpoints  int64 // checkpoints of the log into bbolt
 }
 
 // Stats returns the committer's totals so far.
@@ -237,6 +243,9 @@ func (s *Store) Stats() Stats {
 	if s.db != nil {
 		bs := s.db.Stats()
 		st.PagesWritten = bs.TxStats.GetWrite()
+	}
+	if w, ok := s.engine.(*walEngine); ok {
+		st.LogBytes, st.Checkpoints = w.logBytes.Load(), w.checkpoints.Load()
 	}
 	return st
 }

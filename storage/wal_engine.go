@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -23,9 +24,8 @@ import (
 // the old segment. bbolt is therefore always a consistent committed state, and the log
 // holds everything committed since; on open, what the log holds is replayed into bbolt.
 //
-// Commits never wait for a checkpoint, unless a second segment fills while the first is
-// still being checkpointed (backpressure: memory stays bounded by about twice
-// CheckpointBytes of overlay).
+// Commits never wait for a checkpoint, unless the next segment fills up (walBacklog)
+// while one is still being checkpointed: backpressure that bounds the overlays' memory.
 type walEngine struct {
 	db    *bolt.DB
 	path  string
@@ -56,6 +56,8 @@ type walEngine struct {
 
 	ckptReq  chan struct{}
 	loopDone chan struct{}
+
+	logBytes, checkpoints atomic.Int64 // Stats
 }
 
 // ErrWALFailed wraps the failure that stopped a write-ahead-logged store: after a failed
@@ -141,6 +143,7 @@ func (e *walEngine) Update(fn func(KVTx) error) error {
 		}
 		return err
 	}
+	e.logBytes.Add(int64(walRecordHead + len(e.payload)))
 	if cap(e.payload) > 4<<20 {
 		e.payload = nil
 	}
@@ -160,10 +163,16 @@ func (e *walEngine) run(tx *walTx, fn func(KVTx) error) error {
 	return fn(tx)
 }
 
+// walBacklog is how many times CheckpointBytes the log may grow to while a checkpoint is
+// in progress or failing: slack for a slow checkpoint, and a bound on memory (the
+// overlays hold about walBacklog+1 times CheckpointBytes).
+const walBacklog = 4
+
 // maybeFreeze starts a checkpoint when the segment is full. While one is in progress,
-// commits go on until the segment is full twice over, then wait for it. A checkpoint
+// commits go on until the segment holds walBacklog times CheckpointBytes, then wait for
+// it. A checkpoint
 // that failed (a full disk) is tried again by the next commit; until one succeeds,
-// commits fail once the segment is full twice over, storing nothing.
+// commits fail once the segment holds that much, storing nothing.
 func (e *walEngine) maybeFreeze() error {
 	e.mu.Lock()
 	frozen, running, done := e.frozen != nil, e.ckptRunning, e.ckptDone
@@ -171,7 +180,7 @@ func (e *walEngine) maybeFreeze() error {
 		done = e.startCheckpointLocked()
 	}
 	e.mu.Unlock()
-	if e.seg.written < e.limit || frozen && e.seg.written < 2*e.limit {
+	if e.seg.written < e.limit || frozen && e.seg.written < walBacklog*e.limit {
 		return nil
 	}
 	if frozen {
@@ -262,6 +271,7 @@ func (e *walEngine) checkpoint(o *overlay) error {
 	e.mu.Lock()
 	e.baseTxID = txid
 	e.mu.Unlock()
+	e.checkpoints.Add(1)
 	return nil
 }
 

@@ -45,18 +45,6 @@ func (t *walTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
 	return t.root().CreateBucketIfNotExists(name)
 }
 
-// find returns the overlay's entry for key in bucket id, if either overlay has one.
-func (t *walTx) find(id uint32, key []byte) (walEntry, bool) {
-	t.probe = composite(t.probe[:0], id, key)
-	if en, ok := t.top.Get(walEntry{key: t.probe}); ok {
-		return en, true
-	}
-	if t.frozen != nil {
-		return t.frozen.Get(walEntry{key: t.probe})
-	}
-	return walEntry{}, false
-}
-
 // walBucket is a bucket: its number in the overlay and, when bbolt has it, bbolt's.
 type walBucket struct {
 	tx   *walTx
@@ -77,17 +65,33 @@ const (
 
 // state returns what key is, and its value when a value.
 func (b *walBucket) state(key []byte) (keyState, []byte) {
-	if en, ok := b.tx.find(b.id, key); ok {
-		switch en.kind {
-		case entryValue:
-			return stateValue, en.val
-		case entryBucket:
-			return stateBucket, nil
-		default:
-			return stateAbsent, nil
+	b.tx.probe = composite(b.tx.probe[:0], b.id, key)
+	if en, ok := b.tx.top.Get(walEntry{key: b.tx.probe}); ok {
+		return en.state()
+	}
+	return b.lower(key)
+}
+
+// lower is state in the layers below the top overlay: frozen, then bbolt.
+func (b *walBucket) lower(key []byte) (keyState, []byte) {
+	if b.tx.frozen != nil {
+		b.tx.probe = composite(b.tx.probe[:0], b.id, key)
+		if en, ok := b.tx.frozen.Get(walEntry{key: b.tx.probe}); ok {
+			return en.state()
 		}
 	}
 	return b.baseState(key)
+}
+
+func (en walEntry) state() (keyState, []byte) {
+	switch en.kind {
+	case entryValue:
+		return stateValue, en.val
+	case entryBucket:
+		return stateBucket, nil
+	default:
+		return stateAbsent, nil
+	}
 }
 
 // baseState is state in bbolt alone.
@@ -115,17 +119,16 @@ func (b *walBucket) baseState(key []byte) (keyState, []byte) {
 	}
 }
 
-// inLowerLayers reports whether frozen or bbolt has key as a value: whether deleting it
-// needs a tombstone rather than just removing the top overlay's entry.
-func (b *walBucket) inLowerLayers(key []byte) bool {
-	if b.tx.frozen != nil {
-		b.tx.probe = composite(b.tx.probe[:0], b.id, key)
-		if en, ok := b.tx.frozen.Get(walEntry{key: b.tx.probe}); ok {
-			return en.kind == entryValue
-		}
+// baseBucket is bbolt's nested bucket name, nil when bbolt has none.
+func (b *walBucket) baseBucket(name []byte) *bolt.Bucket {
+	switch {
+	case b.root:
+		return b.tx.base.Bucket(name)
+	case b.base != nil:
+		return b.base.Bucket(name)
+	default:
+		return nil
 	}
-	st, _ := b.baseState(key)
-	return st == stateValue
 }
 
 func (b *walBucket) Get(key []byte) []byte {
@@ -148,16 +151,23 @@ func (b *walBucket) Put(key, value []byte) error {
 	case b.root:
 		return berrors.ErrIncompatibleValue // the root holds buckets only
 	}
-	if st, _ := b.state(key); st == stateBucket {
-		return berrors.ErrIncompatibleValue
-	}
 	// One allocation holds the entry's key and value: the caller's slices may be reused
 	// once the transaction ends, the entry lives until its checkpoint.
 	buf := make([]byte, 0, 4+len(key)+len(value))
 	buf = composite(buf, b.id, key)
 	buf = append(buf, value...)
 	en := walEntry{key: buf[:4+len(key)], val: buf[4+len(key):], kind: entryValue}
-	b.tx.top.ReplaceOrInsert(en)
+	// Inserted first, taken back if it replaced or would hide a bucket: one descent of
+	// the top overlay, not two.
+	if old, replaced := b.tx.top.ReplaceOrInsert(en); replaced && old.kind == entryBucket {
+		b.tx.top.ReplaceOrInsert(old)
+		return berrors.ErrIncompatibleValue
+	} else if !replaced {
+		if st, _ := b.lower(key); st == stateBucket {
+			b.tx.top.Delete(en)
+			return berrors.ErrIncompatibleValue
+		}
+	}
 	b.tx.ops = append(b.tx.ops, walOp{kind: entryValue, id: b.id, key: en.key[4:], val: en.val})
 	return nil
 }
@@ -166,14 +176,26 @@ func (b *walBucket) Delete(key []byte) error {
 	if !b.tx.write {
 		return berrors.ErrTxNotWritable
 	}
-	switch st, _ := b.state(key); st {
-	case stateAbsent:
+	b.tx.probe = composite(b.tx.probe[:0], b.id, key)
+	top, inTop := b.tx.top.Get(walEntry{key: b.tx.probe})
+	var below keyState
+	switch {
+	case inTop && top.kind == entryTombstone:
 		return nil
-	case stateBucket:
+	case inTop && top.kind == entryBucket:
 		return berrors.ErrIncompatibleValue
+	default:
+		below, _ = b.lower(key)
+		if !inTop && below == stateAbsent {
+			return nil
+		}
+		if !inTop && below == stateBucket {
+			return berrors.ErrIncompatibleValue
+		}
 	}
 	k := composite(make([]byte, 0, 4+len(key)), b.id, key)
-	if b.inLowerLayers(key) {
+	if below == stateValue {
+		// A lower layer has it: a tombstone hides it.
 		b.tx.top.ReplaceOrInsert(walEntry{key: k, kind: entryTombstone})
 	} else {
 		b.tx.top.Delete(walEntry{key: k})
@@ -193,17 +215,23 @@ func (b *walBucket) Bucket(name []byte) KVBucket {
 
 // bucket opens nested bucket name, nil when absent.
 func (b *walBucket) bucket(name []byte) *walBucket {
-	if st, _ := b.state(name); st != stateBucket {
-		return nil
+	b.tx.probe = composite(b.tx.probe[:0], b.id, name)
+	en, ok := b.tx.top.Get(walEntry{key: b.tx.probe})
+	if !ok && b.tx.frozen != nil {
+		en, ok = b.tx.frozen.Get(walEntry{key: b.tx.probe})
 	}
-	sub := &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name)}
+	var base *bolt.Bucket
 	switch {
-	case b.root:
-		sub.base = b.tx.base.Bucket(name)
-	case b.base != nil:
-		sub.base = b.base.Bucket(name)
+	case ok && en.kind != entryBucket:
+		return nil
+	case ok: // created in the overlay; bbolt may have it too (an earlier checkpoint)
+		base = b.baseBucket(name)
+	default:
+		if base = b.baseBucket(name); base == nil {
+			return nil
+		}
 	}
-	return sub
+	return &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name), base: base}
 }
 
 func (b *walBucket) CreateBucket(name []byte) (KVBucket, error) {

@@ -85,16 +85,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // benchResult is the JSON line `duraton bench publish` ends with.
 type benchResult struct {
-	Messages        int     `json:"messages"`
-	Concurrency     int     `json:"concurrency"`
-	PublishPerSec   float64 `json:"publish_per_sec"`
-	DeliveredPerSec float64 `json:"delivered_per_sec"`
-	LatencyP50Ms    float64 `json:"latency_p50_ms"`
-	LatencyP99Ms    float64 `json:"latency_p99_ms"`
-	Duplicates      int64   `json:"duplicates"`
-	OpsPerCommit    float64 `json:"ops_per_commit"`
-	CommitMeanUs    float64 `json:"commit_mean_us"`
-	PagesPerCommit  float64 `json:"pages_per_commit,omitempty"` // bbolt page writes per commit
+	Messages          int     `json:"messages"`
+	Concurrency       int     `json:"concurrency"`
+	PublishPerSec     float64 `json:"publish_per_sec"`
+	DeliveredPerSec   float64 `json:"delivered_per_sec"`
+	LatencyP50Ms      float64 `json:"latency_p50_ms"`
+	LatencyP99Ms      float64 `json:"latency_p99_ms"`
+	Duplicates        int64   `json:"duplicates"`
+	OpsPerCommit      float64 `json:"ops_per_commit"`
+	CommitMeanUs      float64 `json:"commit_mean_us"`
+	PagesPerCommit    float64 `json:"pages_per_commit,omitempty"`     // bbolt page writes (by checkpoints) per commit
+	LogBytesPerCommit float64 `json:"log_bytes_per_commit,omitempty"` // write-ahead log bytes per commit
+	Checkpoints       int64   `json:"checkpoints,omitempty"`          // checkpoints of the log into bbolt
 	// With --server=external only: the server process's CPU time (getrusage) from the
 	// first publish to the last delivery, per message.
 	Server                string  `json:"server"`
@@ -243,10 +245,12 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 		PublishPerSec:   round1(float64(n) / publishDur.Seconds()),
 		DeliveredPerSec: round1(float64(n) / deliverDur.Seconds()),
 		LatencyP50Ms:    pct(0.50), LatencyP99Ms: pct(0.99),
-		Duplicates:     dups.Load(),
-		OpsPerCommit:   round1(float64(st.Ops-st0.Ops) / float64(commits)),
-		CommitMeanUs:   round1(float64(st.CommitUs-st0.CommitUs) / float64(commits)),
-		PagesPerCommit: round1(float64(st.Pages-st0.Pages) / float64(commits)),
+		Duplicates:        dups.Load(),
+		OpsPerCommit:      round1(float64(st.Ops-st0.Ops) / float64(commits)),
+		CommitMeanUs:      round1(float64(st.CommitUs-st0.CommitUs) / float64(commits)),
+		PagesPerCommit:    round1(float64(st.Pages-st0.Pages) / float64(commits)),
+		LogBytesPerCommit: round1(float64(st.LogBytes-st0.LogBytes) / float64(commits)),
+		Checkpoints:       st.Ckpts - st0.Ckpts,
 	}
 	if where.external {
 		res.Server = "external"

@@ -40,7 +40,9 @@ type childStats struct {
 	Ops       int64   `json:"ops,omitempty"`
 	Commits   int64   `json:"commits,omitempty"`
 	CommitUs  int64   `json:"commit_us,omitempty"`
-	Pages     int64   `json:"pages,omitempty"`        // bbolt page writes by commits
+	Pages     int64   `json:"pages,omitempty"`        // bbolt page writes (by checkpoints)
+	LogBytes  int64   `json:"log_bytes,omitempty"`    // write-ahead log bytes by commits
+	Ckpts     int64   `json:"checkpoints,omitempty"`  // checkpoints of the log into bbolt
 	Overheads []int64 `json:"overheads_ns,omitempty"` // step end → next delivery, endpoint only
 	Dups      int64   `json:"dups,omitempty"`
 }
@@ -322,5 +324,6 @@ func envFunc(env []string) func(string) string {
 
 // storeChildStats is the store's side of a bench child's stats.
 func storeChildStats(st storage.Stats) childStats {
-	return childStats{Ops: st.Ops, Commits: st.Commits, CommitUs: st.CommitTime.Microseconds(), Pages: st.PagesWritten}
+	return childStats{Ops: st.Ops, Commits: st.Commits, CommitUs: st.CommitTime.Microseconds(), Pages: st.PagesWritten,
+		LogBytes: st.LogBytes, Ckpts: st.Checkpoints}
 }
