@@ -404,6 +404,11 @@ func (e *walEngine) Close() error {
 	return errors.Join(err, cerr)
 }
 
+// RemoveWAL deletes the write-ahead log of the data file at dbPath, which must not be
+// open: what the log holds is lost. Restoring a backup over a data file discards that
+// file's log with it (a log is refused over a data file it does not belong to).
+func RemoveWAL(dbPath string) error { return removeWALSegments(dbPath) }
+
 // removeWALSegments deletes every segment of the data file at dbPath.
 func removeWALSegments(dbPath string) error {
 	segs, err := walSegments(dbPath)

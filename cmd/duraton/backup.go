@@ -113,6 +113,11 @@ func runRestore(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	// The replaced file's write-ahead log goes with it: over the restored file it would
+	// be refused, and the server would not start.
+	if err := storage.RemoveWAL(target); err != nil {
+		return fmt.Errorf("restore: %s is in place, but its old write-ahead log could not be removed (delete %s-wal.* before starting the server): %w", target, target, err)
+	}
 	fmt.Fprintf(stdout, "restored %s into %s (%d bytes); start the server on --data %s\n", *from, target, n, *dir)
 	return nil
 }
