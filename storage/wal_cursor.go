@@ -160,7 +160,7 @@ func pick(top, frozen layerCandidate, bk, bv []byte, before func(a, b []byte) bo
 	}
 	switch best.en.kind {
 	case entryValue:
-		return best.key, best.en.val, false
+		return best.key, best.en.val(), false
 	case entryBucket:
 		return best.key, nil, false
 	default:
@@ -176,9 +176,9 @@ func (c *walCursor) overlayNext(o *overlay, from []byte, incl bool) layerCandida
 		c.pb = append(c.pb, 0) // the smallest key after from
 	}
 	var out layerCandidate
-	o.AscendGreaterOrEqual(walEntry{key: c.pb}, func(en walEntry) bool {
+	o.AscendGreaterOrEqual(probe(c.pb), func(en walEntry) bool {
 		if entryBucketID(en) == id {
-			out = layerCandidate{key: en.key[4:], en: en, ok: true}
+			out = layerCandidate{key: en.key()[4:], en: en, ok: true}
 		}
 		return false
 	})
@@ -197,12 +197,12 @@ func (c *walCursor) overlayPrev(o *overlay, from []byte, incl bool) layerCandida
 		c.pb = composite(c.pb[:0], id, from)
 	}
 	var out layerCandidate
-	o.DescendLessOrEqual(walEntry{key: c.pb}, func(en walEntry) bool {
-		if from != nil && !incl && bytes.Equal(en.key, c.pb) {
+	o.DescendLessOrEqual(probe(c.pb), func(en walEntry) bool {
+		if from != nil && !incl && bytes.Equal(en.key(), c.pb) {
 			return true // skip from itself
 		}
 		if entryBucketID(en) == id {
-			out = layerCandidate{key: en.key[4:], en: en, ok: true}
+			out = layerCandidate{key: en.key()[4:], en: en, ok: true}
 		}
 		return false
 	})

@@ -303,7 +303,7 @@ func applyOverlay(btx *bolt.Tx, o *overlay, reg *bucketRegistry) error {
 	}
 	var err error
 	o.Ascend(func(en walEntry) bool {
-		id, key := entryBucketID(en), en.key[4:]
+		id, key := entryBucketID(en), en.key()[4:]
 		if en.kind == entryBucket && id == 0 {
 			_, err = btx.CreateBucketIfNotExists(key)
 			return err == nil
@@ -322,7 +322,7 @@ func applyOverlay(btx *bolt.Tx, o *overlay, reg *bucketRegistry) error {
 				}
 			}
 		case entryValue:
-			err = b.Put(key, en.val)
+			err = b.Put(key, en.val())
 		default:
 			err = b.Delete(key)
 		}

@@ -23,18 +23,28 @@ const (
 	entryBucket                         // a nested bucket created here
 )
 
+// walEntry is an entry: 32 bytes, which the copy-on-write copies by the node.
 type walEntry struct {
-	key  []byte // bucket number, then the key
-	val  []byte // entryValue: the value, never nil
+	kv   []byte // the bucket number (4 bytes), the key, then an entryValue's value
+	klen uint32 // the bucket number and key's length in kv
 	kind entryKind
 }
 
+// key is the bucket number, then the key.
+func (e walEntry) key() []byte { return e.kv[:e.klen] }
+
+// val is an entryValue's value, never nil (an empty value is empty, not absent).
+func (e walEntry) val() []byte { return e.kv[e.klen:] }
+
+// probe is an entry to search for composite key k.
+func probe(k []byte) walEntry { return walEntry{kv: k, klen: uint32(len(k))} }
+
 type overlay = btree.BTreeG[walEntry]
 
-func entryLess(a, b walEntry) bool { return bytes.Compare(a.key, b.key) < 0 }
+func entryLess(a, b walEntry) bool { return bytes.Compare(a.key(), b.key()) < 0 }
 
 // overlayDegree suits entries of a few dozen bytes: nodes of a few KiB.
-const overlayDegree = 32
+const overlayDegree = 8
 
 func newOverlay() *overlay { return btree.NewG(overlayDegree, entryLess) }
 
@@ -43,7 +53,7 @@ func composite(dst []byte, id uint32, key []byte) []byte {
 	return append(binary.BigEndian.AppendUint32(dst, id), key...)
 }
 
-func entryBucketID(e walEntry) uint32 { return binary.BigEndian.Uint32(e.key) }
+func entryBucketID(e walEntry) uint32 { return binary.BigEndian.Uint32(e.kv) }
 
 // bucketRegistry numbers the buckets the overlay has seen, by path: bucket 0 is the
 // root (whose entries are the root buckets). Buckets cannot be deleted, so a number

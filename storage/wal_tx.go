@@ -66,7 +66,7 @@ const (
 // state returns what key is, and its value when a value.
 func (b *walBucket) state(key []byte) (keyState, []byte) {
 	b.tx.probe = composite(b.tx.probe[:0], b.id, key)
-	if en, ok := b.tx.top.Get(walEntry{key: b.tx.probe}); ok {
+	if en, ok := b.tx.top.Get(probe(b.tx.probe)); ok {
 		return en.state()
 	}
 	return b.lower(key)
@@ -76,7 +76,7 @@ func (b *walBucket) state(key []byte) (keyState, []byte) {
 func (b *walBucket) lower(key []byte) (keyState, []byte) {
 	if b.tx.frozen != nil {
 		b.tx.probe = composite(b.tx.probe[:0], b.id, key)
-		if en, ok := b.tx.frozen.Get(walEntry{key: b.tx.probe}); ok {
+		if en, ok := b.tx.frozen.Get(probe(b.tx.probe)); ok {
 			return en.state()
 		}
 	}
@@ -86,7 +86,7 @@ func (b *walBucket) lower(key []byte) (keyState, []byte) {
 func (en walEntry) state() (keyState, []byte) {
 	switch en.kind {
 	case entryValue:
-		return stateValue, en.val
+		return stateValue, en.val()
 	case entryBucket:
 		return stateBucket, nil
 	default:
@@ -156,7 +156,7 @@ func (b *walBucket) Put(key, value []byte) error {
 	buf := make([]byte, 0, 4+len(key)+len(value))
 	buf = composite(buf, b.id, key)
 	buf = append(buf, value...)
-	en := walEntry{key: buf[:4+len(key)], val: buf[4+len(key):], kind: entryValue}
+	en := walEntry{kv: buf, klen: uint32(4 + len(key)), kind: entryValue}
 	// Inserted first, taken back if it replaced or would hide a bucket: one descent of
 	// the top overlay, not two.
 	if old, replaced := b.tx.top.ReplaceOrInsert(en); replaced && old.kind == entryBucket {
@@ -168,7 +168,7 @@ func (b *walBucket) Put(key, value []byte) error {
 			return berrors.ErrIncompatibleValue
 		}
 	}
-	b.tx.ops = append(b.tx.ops, walOp{kind: entryValue, id: b.id, key: en.key[4:], val: en.val})
+	b.tx.ops = append(b.tx.ops, walOp{kind: entryValue, id: b.id, key: en.key()[4:], val: en.val()})
 	return nil
 }
 
@@ -177,7 +177,7 @@ func (b *walBucket) Delete(key []byte) error {
 		return berrors.ErrTxNotWritable
 	}
 	b.tx.probe = composite(b.tx.probe[:0], b.id, key)
-	top, inTop := b.tx.top.Get(walEntry{key: b.tx.probe})
+	top, inTop := b.tx.top.Get(probe(b.tx.probe))
 	var below keyState
 	switch {
 	case inTop && top.kind == entryTombstone:
@@ -196,9 +196,9 @@ func (b *walBucket) Delete(key []byte) error {
 	k := composite(make([]byte, 0, 4+len(key)), b.id, key)
 	if below == stateValue {
 		// A lower layer has it: a tombstone hides it.
-		b.tx.top.ReplaceOrInsert(walEntry{key: k, kind: entryTombstone})
+		b.tx.top.ReplaceOrInsert(walEntry{kv: k, klen: uint32(len(k)), kind: entryTombstone})
 	} else {
-		b.tx.top.Delete(walEntry{key: k})
+		b.tx.top.Delete(probe(k))
 	}
 	b.tx.ops = append(b.tx.ops, walOp{kind: entryTombstone, id: b.id, key: k[4:]})
 	return nil
@@ -216,9 +216,9 @@ func (b *walBucket) Bucket(name []byte) KVBucket {
 // bucket opens nested bucket name, nil when absent.
 func (b *walBucket) bucket(name []byte) *walBucket {
 	b.tx.probe = composite(b.tx.probe[:0], b.id, name)
-	en, ok := b.tx.top.Get(walEntry{key: b.tx.probe})
+	en, ok := b.tx.top.Get(probe(b.tx.probe))
 	if !ok && b.tx.frozen != nil {
-		en, ok = b.tx.frozen.Get(walEntry{key: b.tx.probe})
+		en, ok = b.tx.frozen.Get(probe(b.tx.probe))
 	}
 	var base *bolt.Bucket
 	switch {
@@ -250,7 +250,7 @@ func (b *walBucket) CreateBucket(name []byte) (KVBucket, error) {
 		return nil, berrors.ErrIncompatibleValue
 	}
 	k := composite(make([]byte, 0, 4+len(name)), b.id, name)
-	b.tx.top.ReplaceOrInsert(walEntry{key: k, kind: entryBucket})
+	b.tx.top.ReplaceOrInsert(walEntry{kv: k, klen: uint32(len(k)), kind: entryBucket})
 	b.tx.ops = append(b.tx.ops, walOp{kind: entryBucket, id: b.id, key: k[4:]})
 	return &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name)}, nil
 }
