@@ -137,7 +137,7 @@ func (e *walEngine) Update(fn func(KVTx) error) error {
 		return err
 	}
 	e.payload = e.encode(e.payload[:0], tx.ops)
-	if err, fatal := e.seg.append(e.payload); err != nil {
+	if fatal, err := e.seg.append(e.payload); err != nil {
 		if fatal {
 			return e.fail(err)
 		}
@@ -170,9 +170,8 @@ const walBacklog = 4
 
 // maybeFreeze starts a checkpoint when the segment is full. While one is in progress,
 // commits go on until the segment holds walBacklog times CheckpointBytes, then wait for
-// it. A checkpoint
-// that failed (a full disk) is tried again by the next commit; until one succeeds,
-// commits fail once the segment holds that much, storing nothing.
+// it. A checkpoint that failed (a full disk) is tried again by the next commit; until
+// one succeeds, commits fail once the segment holds that much, storing nothing.
 func (e *walEngine) maybeFreeze() error {
 	e.mu.Lock()
 	frozen, running, done := e.frozen != nil, e.ckptRunning, e.ckptDone

@@ -171,16 +171,16 @@ func (s *walSegmentFile) extend(need int64) error {
 // append writes one record holding payload and makes it durable. A failure leaves the
 // segment as it was (the record is not there) unless fatal: after a failed fdatasync
 // what the file holds is unknown, and nothing more may be written to it.
-func (s *walSegmentFile) append(payload []byte) (err error, fatal bool) {
+func (s *walSegmentFile) append(payload []byte) (fatal bool, err error) {
 	if len(payload) > walMaxRecord {
-		return fmt.Errorf("storage: a transaction of %d bytes exceeds the write-ahead log's limit of %d", len(payload), walMaxRecord), false
+		return false, fmt.Errorf("storage: a transaction of %d bytes exceeds the write-ahead log's limit of %d", len(payload), walMaxRecord)
 	}
 	size := int64(walRecordHead + len(payload))
 	// The record and the zero length after it (the end mark replay stops at) must lie in
 	// zero-filled space. Failing to extend it (a full disk) stores nothing.
 	if s.off+size+walRecordHead > s.alloc {
 		if err := s.extend(s.off + size + walRecordHead - s.alloc); err != nil {
-			return err, false
+			return false, err
 		}
 	}
 	s.buf = binary.BigEndian.AppendUint32(s.buf[:0], uint32(len(payload)))
@@ -191,19 +191,19 @@ func (s *walSegmentFile) append(payload []byte) (err error, fatal bool) {
 		// transaction reported failed cannot be replayed after a crash.
 		clear(s.buf)
 		if _, zerr := s.f.WriteAt(s.buf, s.off); zerr != nil {
-			return fmt.Errorf("storage: write-ahead log: %w (and zeroing it again: %v)", err, zerr), true
+			return true, fmt.Errorf("storage: write-ahead log: %w (and zeroing it again: %v)", err, zerr)
 		}
-		return fmt.Errorf("storage: write-ahead log: %w", err), false
+		return false, fmt.Errorf("storage: write-ahead log: %w", err)
 	}
 	if err := fdatasync(s.f); err != nil {
-		return fmt.Errorf("storage: sync write-ahead log: %w", err), true
+		return true, fmt.Errorf("storage: sync write-ahead log: %w", err)
 	}
 	s.off += size
 	s.written += size
 	if cap(s.buf) > 4<<20 {
 		s.buf = nil // a huge transaction's buffer is not kept
 	}
-	return nil, false
+	return false, nil
 }
 
 func (s *walSegmentFile) close() error { return s.f.Close() }

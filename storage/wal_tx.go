@@ -83,10 +83,10 @@ func (b *walBucket) lower(key []byte) (keyState, []byte) {
 	return b.baseState(key)
 }
 
-func (en walEntry) state() (keyState, []byte) {
-	switch en.kind {
+func (e walEntry) state() (keyState, []byte) {
+	switch e.kind {
 	case entryValue:
-		return stateValue, en.val()
+		return stateValue, e.val()
 	case entryBucket:
 		return stateBucket, nil
 	default:
