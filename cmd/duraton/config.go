@@ -42,25 +42,27 @@ const (
 // serverFlags is everything `dev` and `serve` read from flags and DURATON_* variables.
 // A flag wins over its variable; the variable wins over the default.
 type serverFlags struct {
-	Addr           string
-	DataDir        string
-	Token          string
-	CurrentKey     string
-	NextKey        string
-	AllowCIDRs     string
-	MetricsToken   string
-	AdminToken     string
-	MaxBodyBytes   int64
-	MaxInFlight    int
-	ProjectCeiling int
-	ProjectShare   int
-	MaxFlowKeys    int
-	DefaultTimeout time.Duration
-	DrainTimeout   time.Duration
-	HookRate       int64
-	Retention      retention
-	LogLevel       string
-	LogFormat      string
+	Addr         string
+	DataDir      string
+	Token        string
+	CurrentKey   string
+	NextKey      string
+	AllowCIDRs   string
+	MetricsToken string
+	AdminToken   string
+	MaxBodyBytes int64
+	// CheckpointBytes is the write-ahead log's checkpoint size (storage.Options).
+	CheckpointBytes int64
+	MaxInFlight     int
+	ProjectCeiling  int
+	ProjectShare    int
+	MaxFlowKeys     int
+	DefaultTimeout  time.Duration
+	DrainTimeout    time.Duration
+	HookRate        int64
+	Retention       retention
+	LogLevel        string
+	LogFormat       string
 	// AIPricesFile names the AI price table (--ai-prices); AIPrices is that file, read
 	// and validated.
 	AIPricesFile string
@@ -162,6 +164,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&f.LogLevel, "log-level", e.str("DURATON_LOG_LEVEL", "info"), "debug, info, warn or error (DURATON_LOG_LEVEL)")
 	fs.StringVar(&f.LogFormat, "log-format", e.str("DURATON_LOG_FORMAT", "text"), "text or json (DURATON_LOG_FORMAT)")
 	fs.Int64Var(&f.MaxBodyBytes, "max-body-bytes", e.int64("DURATON_MAX_BODY_BYTES", 1<<20), "largest message body accepted (DURATON_MAX_BODY_BYTES)")
+	fs.Int64Var(&f.CheckpointBytes, "checkpoint-bytes", e.int64("DURATON_CHECKPOINT_BYTES", 1<<20), "write-ahead log bytes between checkpoints into duraton.db; the log needs about five times this of disk and memory (DURATON_CHECKPOINT_BYTES)")
 	var maxInFlight int64
 	fs.Int64Var(&maxInFlight, "max-in-flight", e.int64("DURATON_MAX_IN_FLIGHT", 512), "concurrent delivery attempts (DURATON_MAX_IN_FLIGHT)")
 	var ceiling int64
@@ -218,6 +221,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	f.MaxInFlight, f.ProjectCeiling, f.ProjectShare, f.MaxFlowKeys = int(maxInFlight), int(ceiling), int(share), int(maxKeys)
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
+	}
+	if f.CheckpointBytes < 4<<10 || f.CheckpointBytes > 1<<30 {
+		return f, fmt.Errorf("--checkpoint-bytes (DURATON_CHECKPOINT_BYTES) must be between %d and %d, got %d", 4<<10, 1<<30, f.CheckpointBytes)
 	}
 	if f.HookRate < 1 || f.HookRate > 1_000_000 {
 		return f, fmt.Errorf("--hook-rate must be between 1 and 1000000")

@@ -23,7 +23,7 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 	f, err := parseServerFlags(modeServe, nil, &bytes.Buffer{}, envOf(nil))
 	require.NoError(t, err)
 	require.Equal(t, serverFlags{
-		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, MaxInFlight: 512,
+		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, CheckpointBytes: 1 << 20, MaxInFlight: 512,
 		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text", MaxFlowKeys: 100_000,
 		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},
 		LeaseTTL:  10 * time.Second, LeaseGrace: 2 * time.Second, PGMaxConns: 16,
@@ -89,6 +89,7 @@ func TestParseServerFlagsMalformedEnv(t *testing.T) {
 		{name: "DrainNotDuration", variable: "DURATON_DRAIN_TIMEOUT", value: "soon", wantErr: `DURATON_DRAIN_TIMEOUT: "soon" is not a duration`},
 		{name: "EvenWhenFlagOverrides", variable: "DURATON_MAX_IN_FLIGHT", value: "x", args: []string{"-max-in-flight", "4"}, wantErr: "DURATON_MAX_IN_FLIGHT"},
 		{name: "OutOfRange", variable: "DURATON_MAX_IN_FLIGHT", value: "0", wantErr: "DURATON_MAX_IN_FLIGHT) must be between 1 and 100000, got 0"},
+		{name: "CheckpointBytesTooSmall", variable: "DURATON_CHECKPOINT_BYTES", value: "100", wantErr: "DURATON_CHECKPOINT_BYTES) must be between 4096 and 1073741824, got 100"},
 		{name: "NegativeDrain", variable: "DURATON_DRAIN_TIMEOUT", value: "-1s", wantErr: "DURATON_DRAIN_TIMEOUT) must not be negative"},
 		{name: "ShareNotInt", variable: "DURATON_PROJECT_SHARE", value: "half", wantErr: `DURATON_PROJECT_SHARE: "half" is not an integer`},
 		{name: "ShareOverCap", variable: "DURATON_PROJECT_SHARE", value: "513", wantErr: "DURATON_PROJECT_SHARE) must be between 0"},

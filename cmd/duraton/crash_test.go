@@ -21,10 +21,18 @@ import (
 // whose publish was answered 200/201 survives a SIGKILL of the server in the middle of the
 // load and is delivered after a restart on the same data directory. Duplicates are allowed
 // (at-least-once) and only reported; loss is a failure.
+// It runs with the default checkpoint size and with checkpoints every 8 KiB of
+// write-ahead log, so that the kill lands among checkpoints too (a segment being
+// checkpointed, one just deleted) and the restart replays one or two segments.
 func TestCrashRecoveryNoAckedMessageLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts, kills and restarts the duraton binary")
 	}
+	t.Run("DefaultCheckpoints", func(t *testing.T) { crashRecoveryNoAckedMessageLost(t) })
+	t.Run("Checkpoints8KiB", func(t *testing.T) { crashRecoveryNoAckedMessageLost(t, "--checkpoint-bytes", "8192") })
+}
+
+func crashRecoveryNoAckedMessageLost(t *testing.T, flags ...string) {
 	const (
 		total         = 3000             // ids offered to the publishers
 		publishers    = 16               // concurrent publishing goroutines
@@ -53,7 +61,7 @@ func TestCrashRecoveryNoAckedMessageLost(t *testing.T) {
 	dest := endpoint.URL + "/crash"
 
 	dataDir := t.TempDir()
-	p1 := startDuraton(t, dataDir)
+	p1 := startDuratonAddr(t, dataDir, "127.0.0.1:0", flags...)
 	client := newAPIClient(t, 10*time.Second)
 
 	var (
@@ -117,7 +125,7 @@ func TestCrashRecoveryNoAckedMessageLost(t *testing.T) {
 	require.Less(t, ackedCount, total, "every publish was acknowledged before the kill took effect: not a mid-load crash")
 	t.Logf("killed duraton with SIGKILL after %d of %d publishes were acknowledged", ackedCount, total)
 
-	p2 := startDuraton(t, dataDir)
+	p2 := startDuratonAddr(t, dataDir, "127.0.0.1:0", flags...)
 	if p2.Token != p1.Token || p2.CurrentSigningKey != p1.CurrentSigningKey {
 		t.Logf("note: the restarted server prints a different token or signing key than before the crash")
 	}

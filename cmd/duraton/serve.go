@@ -52,7 +52,7 @@ func runServer(ctx context.Context, m mode, args []string, stdout, stderr io.Wri
 	}
 	self, policy := destinationPolicy(m, f)
 	mtr := metrics.New(dataFile(f.DataDir))
-	store, err := openStore(f.DataDir, storage.Options{OnCommit: mtr.OnCommit})
+	store, err := openStore(f.DataDir, storage.Options{OnCommit: mtr.OnCommit, CheckpointBytes: f.CheckpointBytes})
 	if err != nil {
 		return err
 	}
