@@ -15,6 +15,28 @@ import (
 // the copy-on-write of the overlay's nodes, the lookups through three layers. The
 // transaction is rolled back, so no log write or fsync is measured.
 func BenchmarkWALTx(b *testing.B) {
+	step := walStepTx(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		step(i)
+	}
+}
+
+// TestWALTxAllocBudget keeps BenchmarkWALTx's transaction within its allocations
+// (~235 now: the copied nodes, one buffer per put and per delete, the clone).
+func TestWALTxAllocBudget(t *testing.T) {
+	step := walStepTx(t)
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() { step(i); i++ })
+	if allocs > 300 {
+		t.Fatalf("a step-shaped WAL transaction made %.0f allocations, budget 300", allocs)
+	}
+}
+
+// walStepTx fills an engine and returns BenchmarkWALTx's transaction: step i puts new
+// keys and reads and deletes keys of both layers.
+func walStepTx(b testing.TB) func(i int) {
 	db, err := bolt.Open(filepath.Join(b.TempDir(), "bench.db"), 0o600, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -23,7 +45,7 @@ func BenchmarkWALTx(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
+	b.Cleanup(func() { e.Close() })
 	names := [][]byte{[]byte("runs"), []byte("due"), []byte("steps")}
 	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("k"), uint64(i)*2654435761%1_000_003) }
 	val := make([]byte, 300)
@@ -58,9 +80,7 @@ func BenchmarkWALTx(b *testing.B) {
 	}
 	fill(10_000, 20_000) // in the overlay
 	rollback := errors.New("rollback")
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
+	return func(i int) {
 		err := e.Update(func(tx KVTx) error {
 			root := tx.Bucket([]byte("p"))
 			for _, n := range names {
