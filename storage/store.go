@@ -150,16 +150,25 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 
 // Close waits for queued writes to commit, then closes the file.
 func (s *Store) Close() error {
+	if !s.stopCommitter() {
+		return nil
+	}
+	return s.engine.Close()
+}
+
+// stopCommitter refuses further writes and waits for the queued ones to commit. It
+// reports false when the store was closed already.
+func (s *Store) stopCommitter() bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil
+		return false
 	}
 	s.closed = true
 	close(s.ops)
 	s.mu.Unlock()
 	<-s.loopDone
-	return s.engine.Close()
+	return true
 }
 
 // Path is the data file's path ("" on an engine other than bbolt).

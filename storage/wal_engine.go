@@ -71,6 +71,15 @@ func (e *walEngine) failed() error {
 	return e.err
 }
 
+// usable is why the engine takes no more writes: closed, or stopped by a failure.
+// writeMu is held.
+func (e *walEngine) usable() error {
+	if e.closed {
+		return ErrClosed
+	}
+	return e.failed()
+}
+
 func (e *walEngine) fail(err error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -119,10 +128,7 @@ func (e *walEngine) View(fn func(KVTx) error) error {
 func (e *walEngine) Update(fn func(KVTx) error) error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	if e.closed {
-		return ErrClosed
-	}
-	if err := e.failed(); err != nil {
+	if err := e.usable(); err != nil {
 		return err
 	}
 	if err := e.maybeFreeze(); err != nil {
@@ -335,10 +341,7 @@ func applyOverlay(btx *bolt.Tx, o *overlay, reg *bucketRegistry) error {
 func (e *walEngine) Checkpoint() error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	if e.closed {
-		return ErrClosed
-	}
-	if err := e.failed(); err != nil {
+	if err := e.usable(); err != nil {
 		return err
 	}
 	if err := e.finishFrozen(); err != nil {

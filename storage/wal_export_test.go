@@ -21,15 +21,9 @@ func CrashWALEngineForTest(e Engine) error {
 // CrashStoreForTest is CrashWALEngineForTest for a Store of Open: its group committer
 // finishes what is queued, then the engine is crashed.
 func CrashStoreForTest(s *Store) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.stopCommitter() {
 		return nil
 	}
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
-	<-s.loopDone
 	return s.engine.(*walEngine).crash()
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -278,12 +279,8 @@ func workload(t require.TestingT, e storage.Engine, m model, roots *[]string, fr
 			continue
 		}
 		require.NoError(t, err)
-		for k := range m {
-			delete(m, k)
-		}
-		for k, v := range pending {
-			m[k] = v
-		}
+		clear(m)
+		maps.Copy(m, pending)
 	}
 }
 
@@ -982,12 +979,8 @@ func modelUpdate(t *rapid.T, e storage.Engine, m model) {
 		return
 	}
 	require.NoError(t, err)
-	for k := range m {
-		delete(m, k)
-	}
-	for k, v := range pending {
-		m[k] = v
-	}
+	clear(m)
+	maps.Copy(m, pending)
 }
 
 // --- 7. concurrency ----------------------------------------------------------------------
