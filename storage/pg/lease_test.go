@@ -59,12 +59,15 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	require.Equal(t, s1, s2)
 }
 
-// The database and this process share a clock here: the measured offset is about 0.
+// The database and this process share a clock here: the measured offset is about 0, on
+// a fresh pool too, whose first query also opens the connection (which alone made the
+// offset read several ms).
 func TestClockOffset(t *testing.T) {
 	e := openEngine(t, pgtest.Shared(t).NewDatabase(t))
 	off, err := e.ClockOffset(context.Background())
 	require.NoError(t, err)
-	require.Less(t, off.Abs(), 100*time.Millisecond)
+	t.Logf("offset %s", off)
+	require.Less(t, off.Abs(), 5*time.Millisecond)
 }
 
 func TestLeaseTakeRenewExpire(t *testing.T) {
