@@ -138,7 +138,7 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 		// Address space, not memory or disk: until the file passes 256 MiB no
 		// checkpoint remaps it. A remap waits for every read transaction and blocks new
 		// ones while it copies the checkpoint's dirty nodes out of the old map, which
-		// stalled commits for tens of ms (bench flow's wake p99: 4-8 ms, 34-53 ms under
+		// stalled commits for tens of ms (bench flow's wake p99: 3-8 ms, 34-70 ms under
 		// load, against 0.6-1.4 and 5-14 without remaps). The file then grows 16 MiB at a
 		// time (bbolt's AllocSize), sparsely.
 		InitialMmapSize: 256 << 20,

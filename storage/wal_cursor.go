@@ -58,25 +58,19 @@ func (c *walCursor) baseCursor() *bolt.Cursor {
 }
 
 // forward moves to the first visible key after from (at or after when incl; the
-// bucket's first key when from is nil).
+// bucket's first key when from is nil); backward likewise before it.
 func (c *walCursor) forward(from []byte, incl bool) ([]byte, []byte) {
-	for {
-		k, v, hidden := c.nextCandidate(from, incl)
-		if k == nil {
-			c.key = nil
-			return nil, nil
-		}
-		if !hidden {
-			c.key = k
-			return k, v
-		}
-		from, incl = k, false
-	}
+	return c.move(from, incl, c.nextCandidate)
 }
 
 func (c *walCursor) backward(from []byte, incl bool) ([]byte, []byte) {
+	return c.move(from, incl, c.prevCandidate)
+}
+
+// move steps with candidate past tombstones to the first visible key, and stays there.
+func (c *walCursor) move(from []byte, incl bool, candidate func(from []byte, incl bool) (k, v []byte, hidden bool)) ([]byte, []byte) {
 	for {
-		k, v, hidden := c.prevCandidate(from, incl)
+		k, v, hidden := candidate(from, incl)
 		if k == nil {
 			c.key = nil
 			return nil, nil
