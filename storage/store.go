@@ -21,7 +21,7 @@ type Options struct {
 	// MaxBatch caps how many Update functions share one commit. Default 1024.
 	MaxBatch int
 	// OnCommit, if set, is told the size and duration of every group commit (metrics).
-	// It runs on the committer's goroutine and must be fast.
+	// It runs on the goroutine that commits the group (one of its callers) and must be fast.
 	OnCommit func(ops int, took time.Duration)
 	// CheckpointBytes is how much of the write-ahead log accumulates before what it
 	// holds is written into the data file (a checkpoint). The log's overlay in memory and
@@ -51,16 +51,15 @@ type Store struct {
 	db     *bolt.DB // the bbolt file, nil on other engines (Backup, Path)
 	opts   Options
 
-	ops      chan *op
-	stats    commitStats
-	mu       sync.RWMutex // guards closed against sends on ops
-	closed   bool
-	loopDone chan struct{}
-}
+	stats commitStats
 
-type op struct {
-	fn   func(*Tx) error
-	done chan error
+	// The group commit's queue (commit.go).
+	qmu     sync.Mutex
+	queue   []*op         // waiting functions, oldest first; non-empty only while leading
+	leading bool          // a caller is committing a group
+	closed  bool          // Close was called: no more functions are queued
+	drained chan struct{} // closed when the last group after Close is committed
+	batch   []*op         // the leader's group, reused
 }
 
 // Open opens (creating if needed) the data file at path. An existing file is validated
@@ -100,9 +99,7 @@ func OpenEngine(e Engine, opts Options) (*Store, error) {
 }
 
 func newStore(e Engine, db *bolt.DB, opts Options) *Store {
-	s := &Store{engine: e, db: db, opts: opts, ops: make(chan *op, opts.MaxBatch), loopDone: make(chan struct{})}
-	go s.commitLoop()
-	return s
+	return &Store{engine: e, db: db, opts: opts}
 }
 
 // createRoots creates the root buckets every transaction expects.
@@ -163,21 +160,6 @@ func (s *Store) Close() error {
 	return s.engine.Close()
 }
 
-// stopCommitter refuses further writes and waits for the queued ones to commit. It
-// reports false when the store was closed already.
-func (s *Store) stopCommitter() bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
-	<-s.loopDone
-	return true
-}
-
 // Path is the data file's path ("" on an engine other than bbolt).
 func (s *Store) Path() string {
 	if s.db == nil {
@@ -190,45 +172,6 @@ func (s *Store) Path() string {
 // do) before fn returns.
 func (s *Store) View(fn func(*Tx) error) error {
 	return s.engine.View(func(ktx KVTx) error { return fn(&Tx{tx: ktx}) })
-}
-
-// Update runs fn in a read-write transaction shared with other concurrent callers, and
-// returns once that transaction is durable on disk. fn may run more than once and must
-// not have side effects outside the transaction. An error from fn rolls back only fn's
-// effects: the other functions of the group are committed without it.
-func (s *Store) Update(fn func(*Tx) error) error {
-	o := &op{fn: fn, done: make(chan error, 1)}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return ErrClosed
-	}
-	s.ops <- o
-	s.mu.RUnlock()
-	return <-o.done
-}
-
-// commitLoop is the group committer: it takes the first waiting op, everything else that
-// is already queued (up to MaxBatch), and commits them together.
-func (s *Store) commitLoop() {
-	defer close(s.loopDone)
-	batch := make([]*op, 0, s.opts.MaxBatch)
-	for first := range s.ops {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case o, ok := <-s.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
-		s.commit(batch)
-	}
 }
 
 // commitStats counts the group committer's work (read with Stats).
@@ -264,52 +207,4 @@ func (s *Store) Stats() Stats {
 		st.LogBytes, st.Checkpoints = w.logBytes.Load(), w.checkpoints.Load()
 	}
 	return st
-}
-
-// failedOp carries the index of the function that failed a group.
-type failedOp struct {
-	index int
-	err   error
-}
-
-func (f *failedOp) Error() string { return f.err.Error() }
-
-// commit runs ops in one transaction. If one fails, its caller gets its error and the
-// rest are committed again without it, as bbolt's Batch does. A failure of the engine
-// (a commit, a lost connection) fails the whole group.
-func (s *Store) commit(ops []*op) {
-	start := time.Now()
-	defer func() {
-		took, size := time.Since(start), len(ops) // ops that failed were taken out
-		s.stats.commits.Add(1)
-		s.stats.ops.Add(int64(size))
-		s.stats.commitNanos.Add(int64(took))
-		if s.opts.OnCommit != nil {
-			s.opts.OnCommit(size, took)
-		}
-	}()
-	for len(ops) > 0 {
-		err := s.engine.Update(func(ktx KVTx) error {
-			tx := &Tx{tx: ktx}
-			for i, o := range ops {
-				if err := o.fn(tx); err != nil {
-					return &failedOp{index: i, err: err}
-				}
-			}
-			return nil
-		})
-		var f *failedOp
-		if errors.As(err, &f) {
-			ops[f.index].done <- f.err
-			ops = append(ops[:f.index:f.index], ops[f.index+1:]...)
-			continue
-		}
-		if err != nil {
-			err = fmt.Errorf("storage: commit: %w: %w", ErrWriteFailed, err)
-		}
-		for _, o := range ops {
-			o.done <- err
-		}
-		return
-	}
 }
