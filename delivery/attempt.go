@@ -20,8 +20,10 @@ var recordBackoff = []time.Duration{10 * time.Millisecond, 100 * time.Millisecon
 const storageRetryDelay = time.Second
 
 // attempt sends one started delivery and records its outcome. It runs on an attempt
-// worker (workers.go) and reports the start back to the dispatcher exactly once.
-func (e *Engine) attempt(ctx context.Context, st sched.Start) {
+// worker (workers.go) and reports the start back to the dispatcher exactly once. When
+// that report starts deliveries (the run's next step), it may return one of them for
+// the worker to attempt next, counted in e.attempts already.
+func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start, ok bool) {
 	defer e.attempts.Done()
 	entry := st.Entry
 	m, body, err := e.loadDelivery(entry)
@@ -107,8 +109,7 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 		if fl != nil && e.flights.end(fl) {
 			// Its outcome was written with the step it published: the answer only
 			// frees its slot.
-			e.disp.finish(st, nil)
-			return
+			return e.keep(e.disp.finishKeep(st, nil))
 		}
 		if ai {
 			e.meterAI(m, &out)
@@ -129,7 +130,7 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 	follow, err := e.recordWithRetry(ctx, m, out)
 	switch {
 	case err == nil:
-		e.disp.finish(st, follow)
+		return e.keep(e.disp.finishKeep(st, follow))
 	case errors.Is(err, storage.ErrConflict):
 		e.disp.finish(st, nil) // cancelled or moved on meanwhile: nothing to record
 	case ctx.Err() != nil:
@@ -138,6 +139,15 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) {
 		e.log.Error("record outcome: delivery will be sent again", "message_id", m.ID, "project", m.Project, "err", err)
 		e.disp.retry(st, storageRetryDelay, true)
 	}
+	return
+}
+
+// keep counts a start that the finishing attempt's worker runs next.
+func (e *Engine) keep(st sched.Start, ok bool) (sched.Start, bool) {
+	if ok {
+		e.attempts.Add(1)
+	}
+	return st, ok
 }
 
 // loadDelivery reads what an attempt sends: the message (unless the entry carries it, in

@@ -14,9 +14,17 @@ import (
 // reads pages of the due index outside its lock, launches the starts it decides on and
 // sleeps until its next wake-up or until something changes. It knows nothing of the
 // engine: what it needs is passed in as functions.
+//
+// A change made through with (an attempt finishing, a publish) also starts what is due
+// at once, on the caller's goroutine, and wakes the loop only when the loop has
+// something to do that the caller cannot: a page to read, or a wake-up earlier than the
+// one it sleeps until. At low load the loop then sleeps through a workflow's steps;
+// waking it on every change cost a thread wake-up per step on an idle CPU.
 type dispatcher struct {
-	mu    sync.Mutex // guards sched; never held across storage or network I/O
-	sched *sched.Scheduler
+	mu         sync.Mutex // guards sched, sleepUntil and stopping; never held across storage or network I/O
+	sched      *sched.Scheduler
+	sleepUntil int64 // unix ns the loop sleeps until (0: idleWait, nothing scheduled)
+	stopping   bool  // stop was called: only the loop's last pass may start anything
 
 	page   func(req sched.PageRequest) ([]storage.DueEntry, error)
 	launch func(sched.Start) // runs one attempt on an attempt worker, without waiting
@@ -49,15 +57,47 @@ func (d *dispatcher) signal() {
 	}
 }
 
-// with runs fn under the lock and launches the starts it returns.
+// with runs fn under the lock and launches the starts it returns, and whatever else is
+// due now.
 func (d *dispatcher) with(fn func(s *sched.Scheduler) []sched.Start) {
-	d.mu.Lock()
-	starts := fn(d.sched)
-	d.mu.Unlock()
-	for _, st := range starts {
+	for _, st := range d.decide(fn) {
 		d.launch(st)
 	}
-	d.signal()
+}
+
+// withKeep is with, except that the first start (if any) is returned for the caller to
+// run itself instead of being launched: an attempt worker goes on with its run's next
+// step without a hand-off to another worker.
+func (d *dispatcher) withKeep(fn func(s *sched.Scheduler) []sched.Start) (kept sched.Start, ok bool) {
+	starts := d.decide(fn)
+	if len(starts) == 0 {
+		return sched.Start{}, false
+	}
+	for _, st := range starts[1:] {
+		d.launch(st)
+	}
+	return starts[0], true
+}
+
+// decide runs fn under the lock, adds what is due now (sched.NextReady) to the starts
+// fn returns, and signals the loop if it must read a page or wake up earlier.
+func (d *dispatcher) decide(fn func(s *sched.Scheduler) []sched.Start) []sched.Start {
+	d.mu.Lock()
+	starts := fn(d.sched)
+	if d.stopping {
+		d.mu.Unlock()
+		return starts
+	}
+	dec, wantsPage := d.sched.NextReady(d.now())
+	wake := wantsPage || dec.WakeAt != 0 && (d.sleepUntil == 0 || dec.WakeAt < d.sleepUntil)
+	d.mu.Unlock()
+	if wake {
+		d.signal()
+	}
+	if len(starts) == 0 {
+		return dec.Starts
+	}
+	return append(starts, dec.Starts...)
 }
 
 // locked runs fn under the lock (reads and small changes that start nothing).
@@ -88,6 +128,12 @@ func (d *dispatcher) finish(st sched.Start, follow []storage.DueEntry) {
 	d.with(func(s *sched.Scheduler) []sched.Start { return s.Finish(st, follow, d.now()) })
 }
 
+// finishKeep is finish, returning the first start it makes for the caller to run
+// (withKeep).
+func (d *dispatcher) finishKeep(st sched.Start, follow []storage.DueEntry) (sched.Start, bool) {
+	return d.withKeep(func(s *sched.Scheduler) []sched.Start { return s.Finish(st, follow, d.now()) })
+}
+
 func (d *dispatcher) retry(st sched.Start, after time.Duration, sent bool) {
 	d.with(func(s *sched.Scheduler) []sched.Start {
 		now := d.now()
@@ -104,6 +150,7 @@ func (d *dispatcher) drop(st sched.Start) {
 func (d *dispatcher) stop() {
 	d.mu.Lock()
 	d.sched.Stop()
+	d.stopping = true
 	d.mu.Unlock()
 	close(d.stopped)
 	<-d.done
@@ -135,6 +182,11 @@ func (d *dispatcher) pass() time.Duration {
 		d.mu.Lock()
 		now := d.now()
 		dec := d.sched.Next(now)
+		if dec.Page == nil {
+			// Set with the decision, under the lock: a change after it that needs an
+			// earlier wake-up sees this and signals.
+			d.sleepUntil = dec.WakeAt
+		}
 		d.mu.Unlock()
 		for _, st := range dec.Starts {
 			d.launch(st)
@@ -151,6 +203,9 @@ func (d *dispatcher) pass() time.Duration {
 			d.sched.PageFailed()
 		} else {
 			err = d.sched.Paged(*dec.Page, entries, len(entries) >= dec.Page.Limit)
+		}
+		if err != nil {
+			d.sleepUntil = d.now().Add(pageRetryWait).UnixNano()
 		}
 		d.mu.Unlock()
 		if err != nil {

@@ -291,7 +291,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 	// Attempts run under runCtx; Stop cancels it after the drain.
 	e.runCtx, e.cancel = context.WithCancelCause(context.Background())
 	e.disp = newDispatcher(s, e.pageDue, e.launch, e.now, e.log)
-	e.workers = newWorkers(func(st sched.Start) { e.attempt(e.runCtx, st) }, idleWorkerWait)
+	e.workers = newWorkers(func(st sched.Start) (sched.Start, bool) { return e.attempt(e.runCtx, st) }, idleWorkerWait)
 	return e, nil
 }
 

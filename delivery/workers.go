@@ -11,7 +11,8 @@ import (
 // idleWorkerWait is how long an attempt worker waits for the next start before it ends.
 const idleWorkerWait = 5 * time.Second
 
-// workers runs attempts on goroutines that stay for the next one.
+// workers runs attempts on goroutines that stay for the next one. An attempt may also
+// return the next start for its worker to run (the run's next step), with no hand-off.
 //
 // Why not a goroutine per attempt: an attempt goes deep (net/http, bbolt, signing), so a
 // fresh goroutine grew and copied its stack several times on every delivery — about 3 %
@@ -20,7 +21,7 @@ const idleWorkerWait = 5 * time.Second
 // within idleWorkerWait, and ends otherwise or when stop is called. There are never more
 // workers than attempts that overlapped (the scheduler's MaxInFlight bounds those).
 type workers struct {
-	run  func(sched.Start)
+	run  func(sched.Start) (next sched.Start, ok bool)
 	idle time.Duration
 	work chan sched.Start // unbuffered: a send succeeds only into a waiting worker
 	quit chan struct{}
@@ -29,7 +30,7 @@ type workers struct {
 	spawned atomic.Int64 // workers started so far (tests read it)
 }
 
-func newWorkers(run func(sched.Start), idle time.Duration) *workers {
+func newWorkers(run func(sched.Start) (sched.Start, bool), idle time.Duration) *workers {
 	return &workers{run: run, idle: idle, work: make(chan sched.Start), quit: make(chan struct{})}
 }
 
@@ -45,13 +46,17 @@ func (w *workers) start(st sched.Start) {
 	go w.loop(st)
 }
 
-// loop runs st, then each start handed over while it waits.
+// loop runs st, then each start it returns or that is handed over while it waits.
 func (w *workers) loop(st sched.Start) {
 	defer w.wg.Done()
 	timer := time.NewTimer(w.idle)
 	defer timer.Stop()
 	for {
-		w.run(st)
+		next, ok := w.run(st)
+		if ok {
+			st = next
+			continue
+		}
 		timer.Reset(w.idle) // Go ≥ 1.23: a tick from during the run does not survive a Reset
 		select {
 		case st = <-w.work:

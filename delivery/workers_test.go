@@ -14,13 +14,18 @@ import (
 
 func startOf(id string) sched.Start { return sched.Start{Entry: storage.DueEntry{MessageID: id}} }
 
+// runOnly is an attempt that never returns a start to run next.
+func runOnly(run func(sched.Start)) func(sched.Start) (sched.Start, bool) {
+	return func(st sched.Start) (sched.Start, bool) { run(st); return sched.Start{}, false }
+}
+
 // TestWorkersReuseAWaitingWorker: a start handed over while a worker waits runs on that
 // worker; no goroutine is started for it.
 func TestWorkersReuseAWaitingWorker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var ran []string
-		w := newWorkers(func(st sched.Start) { ran = append(ran, st.Entry.MessageID) }, time.Minute)
+		w := newWorkers(runOnly(func(st sched.Start) { ran = append(ran, st.Entry.MessageID) }), time.Minute)
 		w.start(startOf("a"))
 		synctest.Wait() // the worker ran a and waits
 		w.start(startOf("b"))
@@ -33,6 +38,30 @@ func TestWorkersReuseAWaitingWorker(t *testing.T) {
 	})
 }
 
+// TestWorkersRunTheStartAnAttemptReturns: an attempt that returns a start (its run's
+// next step) has it run next on the same worker, before any start handed over.
+func TestWorkersRunTheStartAnAttemptReturns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var ran []string
+		w := newWorkers(func(st sched.Start) (sched.Start, bool) {
+			id := st.Entry.MessageID
+			ran = append(ran, id)
+			if len(id) < 3 {
+				return startOf(id + "+"), true
+			}
+			return sched.Start{}, false
+		}, time.Minute)
+		w.start(startOf("a"))
+		synctest.Wait()
+		w.start(startOf("b"))
+		synctest.Wait()
+		require.Equal(t, []string{"a", "a+", "a++", "b", "b+", "b++"}, ran)
+		require.EqualValues(t, 1, w.spawned.Load(), "one worker ran all of them")
+		w.stop()
+	})
+}
+
 // TestWorkersNeverWaitForABusyWorker: while every worker is in an attempt, a start gets
 // a new worker at once, so attempts run side by side as before.
 func TestWorkersNeverWaitForABusyWorker(t *testing.T) {
@@ -40,7 +69,7 @@ func TestWorkersNeverWaitForABusyWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		var running atomic.Int64
-		w := newWorkers(func(sched.Start) { running.Add(1); <-release; running.Add(-1) }, time.Minute)
+		w := newWorkers(runOnly(func(sched.Start) { running.Add(1); <-release; running.Add(-1) }), time.Minute)
 		for _, id := range []string{"a", "b", "c"} {
 			w.start(startOf(id))
 		}
@@ -63,7 +92,7 @@ func TestWorkersEndWhenIdle(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		runs := 0
-		w := newWorkers(func(sched.Start) { runs++ }, time.Second)
+		w := newWorkers(runOnly(func(sched.Start) { runs++ }), time.Second)
 		w.start(startOf("a"))
 		time.Sleep(2 * time.Second)
 		synctest.Wait() // the worker has ended
@@ -80,7 +109,7 @@ func TestWorkersEndWhenIdle(t *testing.T) {
 func TestWorkersStopEndsWaitingWorkers(t *testing.T) {
 	t.Parallel()
 	done := make(chan struct{}, 2)
-	w := newWorkers(func(sched.Start) { done <- struct{}{} }, time.Hour)
+	w := newWorkers(runOnly(func(sched.Start) { done <- struct{}{} }), time.Hour)
 	w.start(startOf("a"))
 	w.start(startOf("b"))
 	<-done
@@ -115,7 +144,7 @@ func BenchmarkLaunch(b *testing.B) {
 	})
 	b.Run("Workers", func(b *testing.B) {
 		b.ReportAllocs()
-		w := newWorkers(run, time.Minute)
+		w := newWorkers(runOnly(run), time.Minute)
 		for b.Loop() {
 			w.start(sched.Start{})
 			<-done

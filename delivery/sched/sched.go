@@ -258,7 +258,19 @@ func (s *Scheduler) Stop() { s.stopping = true }
 
 // Next starts every due entry while slots are free and says when to look again.
 func (s *Scheduler) Next(now time.Time) Decision {
-	var d Decision
+	d, _ := s.next(now, true)
+	return d
+}
+
+// NextReady is Next without a page request, for callers that cannot read one (the
+// attempt that just finished): when the ready list has run dry and storage may hold
+// more, it reports wantsPage instead, and the caller leaves the page to whoever calls
+// Next. Its Decision's Page is always nil.
+func (s *Scheduler) NextReady(now time.Time) (d Decision, wantsPage bool) {
+	return s.next(now, false)
+}
+
+func (s *Scheduler) next(now time.Time, mayPage bool) (d Decision, wantsPage bool) {
 	s.fireTimers(now, &d.Starts)
 	s.releaseLater(now)
 	for {
@@ -266,9 +278,13 @@ func (s *Scheduler) Next(now time.Time) Decision {
 			break // a Finish or Retry frees a slot
 		}
 		if s.ready.Len() == 0 && !s.complete {
-			if !s.paging {
+			switch {
+			case s.paging:
+			case mayPage:
 				s.paging = true
 				d.Page = &PageRequest{After: s.watermark, Limit: s.cfg.BufferSize}
+			default:
+				wantsPage = true
 			}
 			break
 		}
@@ -293,7 +309,7 @@ func (s *Scheduler) Next(now time.Time) Decision {
 		d.Starts = append(d.Starts, s.start(next, Admission{}))
 	}
 	d.WakeAt = earliest(d.WakeAt, s.flow.timers.next(), s.later.next())
-	return d
+	return d, wantsPage
 }
 
 // earliest is the smallest non-zero time, or 0.
