@@ -24,7 +24,7 @@ type dispatcher struct {
 	mu         sync.Mutex // guards sched, sleepUntil and stopping; never held across storage or network I/O
 	sched      *sched.Scheduler
 	sleepUntil int64 // unix ns the loop sleeps until (0: idleWait, nothing scheduled)
-	stopping   bool  // stop was called: only the loop's last pass may start anything
+	stopping   bool  // stop was called: changes no longer ask the scheduler for what is due
 
 	page   func(req sched.PageRequest) ([]storage.DueEntry, error)
 	launch func(sched.Start) // runs one attempt on an attempt worker, without waiting
