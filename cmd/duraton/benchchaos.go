@@ -82,9 +82,11 @@ func runBenchChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		o.bin = exe
 	}
+	// The load and the kill loop report from their own goroutines.
+	progress := &syncWriter{w: stderr}
 	logf := func(format string, a ...any) {
 		if !*jsonOnly {
-			fmt.Fprintf(stderr, format+"\n", a...)
+			progress.line(fmt.Sprintf(format, a...))
 		}
 	}
 	res, err := benchChaos(ctx, o, logf)
