@@ -47,3 +47,27 @@ func TestEarlierDeliveryWakesASleepingDispatcher(t *testing.T) {
 		require.Len(t, ep.startsOf("/hour"), 1)
 	})
 }
+
+// TestFinishedAttemptAsksForTheNextPage: with a small ready list and few slots, the
+// attempts that finish start what the list holds and, when it runs dry while storage
+// holds more, wake the loop to read the next page: every delivery is sent at once, none
+// waits for the loop's idle wake-up a minute later.
+func TestFinishedAttemptAsksForTheNextPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := newFakeEndpoint()
+		e, store := bubbleEngine(t, ep, Config{BufferSize: 8, MaxInFlight: 2})
+		defer store.Close()
+		defer e.Stop()
+		start := time.Now()
+		var pubs []Publication
+		for range 40 {
+			pubs = append(pubs, Publication{Message: &Message{Project: testProject, URL: "http://x.test/p", Method: "POST"}})
+		}
+		_, err := e.PublishAll(t.Context(), pubs)
+		require.NoError(t, err)
+		synctest.Wait()
+		sent := ep.startsOf("/p")
+		require.Len(t, sent, 40)
+		require.Equal(t, start, sent[len(sent)-1], "the last was sent without waiting on the clock")
+	})
+}
