@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -128,4 +129,44 @@ func TestCloseWaitsForQueuedGroups(t *testing.T) {
 	for range 5 {
 		require.NoError(t, <-errs)
 	}
+}
+
+// Groups hold at most MaxBatch functions: five callers queued behind a held lead commit
+// as 2, 2 and 1, oldest first, each group led by its oldest caller.
+func TestGroupCommitKeepsMaxBatch(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	s, err := storage.Open(filepath.Join(t.TempDir(), "d.db"), storage.Options{MaxBatch: 2, OnCommit: func(ops int, _ time.Duration) {
+		mu.Lock()
+		sizes = append(sizes, ops)
+		mu.Unlock()
+	}})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Update(func(tx *storage.Tx) error { return tx.CreateProject(&storage.Project{ID: "p"}) }))
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var release sync.Once
+	defer release.Do(func() { close(gate) })
+	errs := make(chan error, 6)
+	go func() {
+		errs <- s.Update(func(*storage.Tx) error { close(entered); <-gate; return nil })
+	}()
+	<-entered
+	for i := range 5 {
+		go func() {
+			errs <- s.Update(func(tx *storage.Tx) error { return tx.PutQueue("p", &storage.Queue{Name: fmt.Sprintf("q%d", i)}) })
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.QueuedUpdates() != i+1 {
+			require.True(t, time.Now().Before(deadline))
+			time.Sleep(time.Millisecond)
+		}
+	}
+	release.Do(func() { close(gate) })
+	for range 6 {
+		require.NoError(t, <-errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{1, 1, 2, 2, 1}, sizes, "the project, the held lead, then the five queued in groups of at most two")
 }
