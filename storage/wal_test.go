@@ -245,8 +245,7 @@ func workload(t require.TestingT, e storage.Engine, m model, roots *[]string, fr
 			*roots = append(*roots, root)
 		}
 		paths := [][]string{{root}, {root, "sub"}, {root, "sub", "deep"}}
-		pending := m.clone()
-		err := e.Update(func(tx storage.KVTx) error {
+		commitModel(t, e, m, i%7 == 3, func(tx storage.KVTx, pending model) error {
 			for j := range 4 {
 				path := paths[(i+j)%len(paths)]
 				b, err := openPath(tx, path)
@@ -254,34 +253,59 @@ func workload(t require.TestingT, e storage.Engine, m model, roots *[]string, fr
 					return err
 				}
 				pending.ensure(path)
-				prefix := strings.Join(path, "/") + "/"
 				k := fmt.Sprintf("k%03d", (i*7+j*13)%50)
 				if (i+j)%5 == 0 {
-					if err := b.Delete([]byte(k)); err != nil {
-						return err
-					}
-					delete(pending, prefix+k)
+					err = deleteTracked(b, pending, path, k)
 				} else {
-					v := fmt.Sprintf("v%d.%d-%s", i, j, strings.Repeat("x", i%30))
-					if err := b.Put([]byte(k), []byte(v)); err != nil {
-						return err
-					}
-					pending[prefix+k] = v
+					err = putTracked(b, pending, path, k, fmt.Sprintf("v%d.%d-%s", i, j, strings.Repeat("x", i%30)))
 				}
-			}
-			if i%7 == 3 {
-				return errRollback
+				if err != nil {
+					return err
+				}
 			}
 			return nil
 		})
-		if i%7 == 3 {
-			require.ErrorIs(t, err, errRollback)
-			continue
-		}
-		require.NoError(t, err)
-		clear(m)
-		maps.Copy(m, pending)
 	}
+}
+
+// commitModel runs apply in one Update of e and on a copy of m, which becomes m when the
+// Update commits. With rollback the Update ends in errRollback and m stays as it was.
+func commitModel(t require.TestingT, e storage.Engine, m model, rollback bool, apply func(tx storage.KVTx, pending model) error) {
+	pending := m.clone()
+	err := e.Update(func(tx storage.KVTx) error {
+		if err := apply(tx, pending); err != nil {
+			return err
+		}
+		if rollback {
+			return errRollback
+		}
+		return nil
+	})
+	if rollback {
+		require.ErrorIs(t, err, errRollback)
+		return
+	}
+	require.NoError(t, err)
+	clear(m)
+	maps.Copy(m, pending)
+}
+
+// putTracked puts k = v into b, the bucket at path, and into pending.
+func putTracked(b storage.KVBucket, pending model, path []string, k, v string) error {
+	if err := b.Put([]byte(k), []byte(v)); err != nil {
+		return err
+	}
+	pending[strings.Join(path, "/")+"/"+k] = v
+	return nil
+}
+
+// deleteTracked deletes k from b, the bucket at path, and from pending.
+func deleteTracked(b storage.KVBucket, pending model, path []string, k string) error {
+	if err := b.Delete([]byte(k)); err != nil {
+		return err
+	}
+	delete(pending, strings.Join(path, "/")+"/"+k)
+	return nil
 }
 
 // --- 1. crash and recover ----------------------------------------------------------------
@@ -915,7 +939,6 @@ func tearTail(t *rapid.T, db string, garbage []byte) {
 }
 
 func modelUpdate(t *rapid.T, e storage.Engine, m model) {
-	pending := m.clone()
 	rollback := rapid.IntRange(0, 5).Draw(t, "rollback") == 0
 	nops := rapid.IntRange(1, 8).Draw(t, "ops")
 	type op struct {
@@ -933,54 +956,39 @@ func modelUpdate(t *rapid.T, e storage.Engine, m model) {
 			val:  rapid.StringMatching(`[a-z]{1,12}`).Draw(t, "value"),
 		}
 	}
-	err := e.Update(func(tx storage.KVTx) error {
+	commitModel(t, e, m, rollback, func(tx storage.KVTx, pending model) error {
 		for _, o := range ops {
 			b, err := openPath(tx, o.path)
 			if err != nil {
 				return err
 			}
 			pending.ensure(o.path)
-			prefix := strings.Join(o.path, "/") + "/"
 			switch o.kind {
 			case 0:
-				if err := b.Put([]byte(o.key), []byte(o.val)); err != nil {
-					return err
-				}
-				pending[prefix+o.key] = o.val
+				err = putTracked(b, pending, o.path, o.key, o.val)
 			case 1:
-				if err := b.Delete([]byte(o.key)); err != nil {
-					return err
-				}
-				delete(pending, prefix+o.key)
+				err = deleteTracked(b, pending, o.path, o.key)
 			case 2:
+				prefix := strings.Join(o.path, "/") + "/"
 				c, i := b.Cursor(), 0
-				for k, v := c.First(); k != nil; k, v = c.Next() {
+				for k, v := c.First(); k != nil && err == nil; k, v = c.Next() {
 					if v == nil {
 						continue
 					}
 					if i%2 == 0 {
 						delete(pending, prefix+string(k))
-						if err := c.Delete(); err != nil {
-							return err
-						}
+						err = c.Delete()
 					}
 					i++
 				}
 			}
+			if err != nil {
+				return err
+			}
 		}
 		require.Equal(t, map[string]string(pending), map[string]string(dump(t, tx, modelRoots)), "the transaction's own view")
-		if rollback {
-			return errRollback
-		}
 		return nil
 	})
-	if rollback {
-		require.ErrorIs(t, err, errRollback)
-		return
-	}
-	require.NoError(t, err)
-	clear(m)
-	maps.Copy(m, pending)
 }
 
 // --- 7. concurrency ----------------------------------------------------------------------
