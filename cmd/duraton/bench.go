@@ -83,20 +83,37 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return printJSONLine(stdout, res)
 }
 
-// benchResult is the JSON line `duraton bench publish` ends with.
-type benchResult struct {
-	Messages          int     `json:"messages"`
-	Concurrency       int     `json:"concurrency"`
-	PublishPerSec     float64 `json:"publish_per_sec"`
-	DeliveredPerSec   float64 `json:"delivered_per_sec"`
-	LatencyP50Ms      float64 `json:"latency_p50_ms"`
-	LatencyP99Ms      float64 `json:"latency_p99_ms"`
-	Duplicates        int64   `json:"duplicates"`
+// commitFigures are the group commit's figures over a benchmark, in both result lines.
+type commitFigures struct {
 	OpsPerCommit      float64 `json:"ops_per_commit"`
 	CommitMeanUs      float64 `json:"commit_mean_us"`
 	PagesPerCommit    float64 `json:"pages_per_commit,omitempty"`     // bbolt page writes (by checkpoints) per commit
 	LogBytesPerCommit float64 `json:"log_bytes_per_commit,omitempty"` // write-ahead log bytes per commit
 	Checkpoints       int64   `json:"checkpoints,omitempty"`          // checkpoints of the log into bbolt
+}
+
+// commitFiguresOf is what the store did between two of its stats.
+func commitFiguresOf(before, after childStats) commitFigures {
+	commits := float64(max(after.Commits-before.Commits, 1))
+	return commitFigures{
+		OpsPerCommit:      round1(float64(after.Ops-before.Ops) / commits),
+		CommitMeanUs:      round1(float64(after.CommitUs-before.CommitUs) / commits),
+		PagesPerCommit:    round1(float64(after.Pages-before.Pages) / commits),
+		LogBytesPerCommit: round1(float64(after.LogBytes-before.LogBytes) / commits),
+		Checkpoints:       after.Ckpts - before.Ckpts,
+	}
+}
+
+// benchResult is the JSON line `duraton bench publish` ends with.
+type benchResult struct {
+	Messages        int     `json:"messages"`
+	Concurrency     int     `json:"concurrency"`
+	PublishPerSec   float64 `json:"publish_per_sec"`
+	DeliveredPerSec float64 `json:"delivered_per_sec"`
+	LatencyP50Ms    float64 `json:"latency_p50_ms"`
+	LatencyP99Ms    float64 `json:"latency_p99_ms"`
+	Duplicates      int64   `json:"duplicates"`
+	commitFigures
 	// With --server=external only: the server process's CPU time (getrusage) from the
 	// first publish to the last delivery, per message.
 	Server                string  `json:"server"`
@@ -238,19 +255,14 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	pct := func(p float64) float64 {
 		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
 	}
-	commits := max(st.Commits-st0.Commits, 1)
 	res := benchResult{
 		Server:   "inprocess",
 		Messages: n, Concurrency: c,
 		PublishPerSec:   round1(float64(n) / publishDur.Seconds()),
 		DeliveredPerSec: round1(float64(n) / deliverDur.Seconds()),
 		LatencyP50Ms:    pct(0.50), LatencyP99Ms: pct(0.99),
-		Duplicates:        dups.Load(),
-		OpsPerCommit:      round1(float64(st.Ops-st0.Ops) / float64(commits)),
-		CommitMeanUs:      round1(float64(st.CommitUs-st0.CommitUs) / float64(commits)),
-		PagesPerCommit:    round1(float64(st.Pages-st0.Pages) / float64(commits)),
-		LogBytesPerCommit: round1(float64(st.LogBytes-st0.LogBytes) / float64(commits)),
-		Checkpoints:       st.Ckpts - st0.Ckpts,
+		Duplicates:    dups.Load(),
+		commitFigures: commitFiguresOf(st0, st),
 	}
 	if where.external {
 		res.Server = "external"

@@ -21,21 +21,17 @@ import (
 
 // benchWorkflowResult is the JSON line `duraton bench workflow` ends with.
 type benchWorkflowResult struct {
-	Runs              int     `json:"runs"`
-	Steps             int     `json:"steps"`
-	Concurrency       int     `json:"concurrency"`
-	StepsPerSec       float64 `json:"steps_per_sec"`
-	RunsPerSec        float64 `json:"runs_per_sec"`
-	RunP50Ms          float64 `json:"run_latency_p50_ms"`
-	RunP99Ms          float64 `json:"run_latency_p99_ms"`
-	OverheadP50Ms     float64 `json:"step_overhead_p50_ms"`
-	OverheadP99Ms     float64 `json:"step_overhead_p99_ms"`
-	DuplicateRounds   int64   `json:"duplicate_deliveries"`
-	OpsPerCommit      float64 `json:"ops_per_commit"`
-	CommitMeanUs      float64 `json:"commit_mean_us"`
-	PagesPerCommit    float64 `json:"pages_per_commit,omitempty"`     // bbolt page writes (by checkpoints) per commit
-	LogBytesPerCommit float64 `json:"log_bytes_per_commit,omitempty"` // write-ahead log bytes per commit
-	Checkpoints       int64   `json:"checkpoints,omitempty"`          // checkpoints of the log into bbolt
+	Runs            int     `json:"runs"`
+	Steps           int     `json:"steps"`
+	Concurrency     int     `json:"concurrency"`
+	StepsPerSec     float64 `json:"steps_per_sec"`
+	RunsPerSec      float64 `json:"runs_per_sec"`
+	RunP50Ms        float64 `json:"run_latency_p50_ms"`
+	RunP99Ms        float64 `json:"run_latency_p99_ms"`
+	OverheadP50Ms   float64 `json:"step_overhead_p50_ms"`
+	OverheadP99Ms   float64 `json:"step_overhead_p99_ms"`
+	DuplicateRounds int64   `json:"duplicate_deliveries"`
+	commitFigures
 	// With --endpoint=external only: CPU time (getrusage) of the server's and the
 	// endpoint's process over the measured interval, per step completed.
 	Endpoint             string  `json:"endpoint"`
@@ -192,13 +188,9 @@ func benchWorkflow(ctx context.Context, runs, steps, conc int, progress func(don
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return benchWorkflowResult{
-		Endpoint:          "inprocess",
-		OpsPerCommit:      round1(float64(st.Ops) / float64(max(st.Commits, 1))),
-		CommitMeanUs:      round1(float64(st.CommitTime.Microseconds()) / float64(max(st.Commits, 1))),
-		PagesPerCommit:    round1(float64(st.PagesWritten) / float64(max(st.Commits, 1))),
-		LogBytesPerCommit: round1(float64(st.LogBytes) / float64(max(st.Commits, 1))),
-		Checkpoints:       st.Checkpoints,
-		Runs:              runs, Steps: steps, Concurrency: conc,
+		Endpoint:      "inprocess",
+		commitFigures: commitFiguresOf(childStats{}, storeChildStats(st)),
+		Runs:          runs, Steps: steps, Concurrency: conc,
 		StepsPerSec:     round1(float64(runs*steps) / elapsed.Seconds()),
 		RunsPerSec:      round1(float64(runs) / elapsed.Seconds()),
 		RunP50Ms:        percentileMs(rec.finished, 0.50),

@@ -147,17 +147,12 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		overheads[i] = time.Duration(o)
 	}
 	total := float64(runs * steps)
-	commits := max(srv1.Commits-srv0.Commits, 1)
 	mu.Lock()
 	defer mu.Unlock()
 	return benchWorkflowResult{
-		Endpoint:          ep.name(),
-		OpsPerCommit:      round1(float64(srv1.Ops-srv0.Ops) / float64(commits)),
-		CommitMeanUs:      round1(float64(srv1.CommitUs-srv0.CommitUs) / float64(commits)),
-		PagesPerCommit:    round1(float64(srv1.Pages-srv0.Pages) / float64(commits)),
-		LogBytesPerCommit: round1(float64(srv1.LogBytes-srv0.LogBytes) / float64(commits)),
-		Checkpoints:       srv1.Ckpts - srv0.Ckpts,
-		Runs:              runs, Steps: steps, Concurrency: conc,
+		Endpoint:      ep.name(),
+		commitFigures: commitFiguresOf(srv0, srv1),
+		Runs:          runs, Steps: steps, Concurrency: conc,
 		StepsPerSec:          round1(total / elapsed.Seconds()),
 		RunsPerSec:           round1(float64(runs) / elapsed.Seconds()),
 		RunP50Ms:             percentileMs(finished, 0.50),
