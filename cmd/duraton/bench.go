@@ -41,8 +41,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "chaos" {
 		return runBenchChaos(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "http-floor" {
+		return runBenchFloor(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "publish" {
-		fmt.Fprintln(stderr, "usage: duraton bench publish [--messages N] [--concurrency C] [--json]\n       duraton bench flow [--keys N] [--queued N] [--sample N] [--json]\n       duraton bench workflow [--runs N] [--steps S] [--concurrency C] [--json]\n       duraton bench events [--events N] [--per-request N] [--concurrency C] [--low-load N] [--json]\n       duraton bench chaos [--runs N] [--messages N] [--kills K] [--kill-every D] [--json]")
+		fmt.Fprintln(stderr, "usage: duraton bench publish [--messages N] [--concurrency C] [--json]\n       duraton bench flow [--keys N] [--queued N] [--sample N] [--json]\n       duraton bench workflow [--runs N] [--steps S] [--concurrency C] [--json]\n       duraton bench events [--events N] [--per-request N] [--concurrency C] [--low-load N] [--json]\n       duraton bench chaos [--runs N] [--messages N] [--kills K] [--kill-every D] [--json]\n       duraton bench http-floor [--shape publish|workflow] [--ops N] [--steps S] [--concurrency C] [--json]")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("bench publish", flag.ContinueOnError)
