@@ -42,8 +42,11 @@ type floorResult struct {
 	Concurrency int     `json:"concurrency"`
 	OpsPerSec   float64 `json:"ops_per_sec"`
 	CPUUsPerOp  float64 `json:"cpu_us_per_op"` // this process's user + system CPU
-	Exchanges   int64   `json:"exchanges"`     // HTTP exchanges made, all told
-	CPUs        int     `json:"cpus"`
+	// RequestP50Ms is the median of a client's request to the front: a message's
+	// publish and delivery, or a run's trigger and all its deliveries.
+	RequestP50Ms float64 `json:"request_p50_ms"`
+	Exchanges    int64   `json:"exchanges"` // HTTP exchanges made, all told
+	CPUs         int     `json:"cpus"`
 }
 
 func runBenchFloor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -141,8 +144,11 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 	if err != nil {
 		return floorResult{}, err
 	}
+	took := make([]time.Duration, requests)
 	start := time.Now()
 	err = closedLoop(ctx, requests, conc, func(i int) error {
+		t0 := time.Now()
+		defer func() { took[i] = time.Since(t0) }()
 		body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, frontURL, bytes.NewBufferString(body))
 		if err != nil {
@@ -171,6 +177,7 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 	res.OpsPerSec = round1(float64(res.Ops) / elapsed.Seconds())
 	res.CPUUsPerOp = round1(float64((cpu1 - cpu0).Microseconds()) / float64(res.Ops))
 	res.Exchanges = exchanges.Load()
+	res.RequestP50Ms = percentileMs(took, 0.50)
 	return res, nil
 }
 

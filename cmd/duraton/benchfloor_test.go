@@ -21,6 +21,7 @@ func TestBenchFloorCountsEveryExchange(t *testing.T) {
 	require.EqualValues(t, 400, res.Exchanges)
 	require.Positive(t, res.OpsPerSec)
 	require.Positive(t, res.CPUUsPerOp)
+	require.Positive(t, res.RequestP50Ms)
 
 	// 100 steps in runs of 3: 34 runs, 102 steps.
 	res, err = benchFloor(context.Background(), 100, 3, 8)
