@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/duraton/duraton/sdk/wire"
 )
@@ -60,12 +61,36 @@ type recordedStep struct {
 
 // outString returns the step's out as the string the SDKs put there (a JSON string whose
 // content is the JSON-encoded result).
-func (s recordedStep) outString() string {
+func (s recordedStep) outString() string { return string(s.outBytes()) }
+
+// outBytes is outString's content without a copy when the JSON string has nothing to
+// unescape (a number, true, an object without strings: what most steps return); the
+// bytes are then part of s.Out and only to be read.
+func (s recordedStep) outBytes() []byte {
+	if plain, ok := plainJSONStringContent(s.Out); ok {
+		return plain
+	}
 	var str string
 	if json.Unmarshal(s.Out, &str) == nil {
-		return str
+		return []byte(str)
 	}
-	return string(s.Out) // an SDK that wrote an object
+	return s.Out // an SDK that wrote an object
+}
+
+// plainJSONStringContent returns what the JSON string raw holds when it is one that
+// decodes to its own bytes: quoted, valid UTF-8, no escape, quote or control character
+// inside (encoding/json would otherwise unescape, or replace invalid UTF-8).
+func plainJSONStringContent(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, b := range in {
+		if b < 0x20 || b == '"' || b == '\\' {
+			return nil, false
+		}
+	}
+	return in, utf8.Valid(in)
 }
 
 // Payload is the run's initial payload, as triggered.
@@ -87,7 +112,7 @@ func (c *Context) parseHistory(body []byte) error {
 	if len(entries) == 0 {
 		return fmt.Errorf("workflow history is empty")
 	}
-	c.steps, c.plans = map[int]recordedStep{}, map[int]recordedStep{}
+	c.steps, c.plans = make(map[int]recordedStep, len(entries)-1), nil // plans: made when one comes
 	for i, e := range entries {
 		raw := e.Body
 		if i == 0 {
@@ -102,6 +127,9 @@ func (c *Context) parseHistory(body []byte) error {
 			return fmt.Errorf("workflow history entry %d: %w", i, err)
 		}
 		if s.StepID == 0 && s.TargetStep > 0 {
+			if c.plans == nil {
+				c.plans = map[int]recordedStep{}
+			}
 			c.plans[s.TargetStep] = s
 		} else if _, dup := c.steps[s.StepID]; !dup {
 			c.steps[s.StepID] = s

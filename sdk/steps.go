@@ -217,7 +217,7 @@ func (o stepOptions) headers() map[string]string {
 
 // decodeOut decodes a recorded result.
 func decodeOut[T any](s recordedStep) (T, error) {
-	return decodeResult[T](s.StepName, []byte(s.outString()))
+	return decodeResult[T](s.StepName, s.outBytes())
 }
 
 // decodeResult decodes a step's result as its out records it (JSON).

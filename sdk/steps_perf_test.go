@@ -20,3 +20,28 @@ func TestResultStepEncodesLikeStepObject(t *testing.T) {
 		require.Equal(rt, string(want), string(got))
 	})
 }
+
+// TestOutBytesAgreesWithJSON: the copy-free reading of a step's out gives what
+// encoding/json decodes, for any string (escapes, quotes, control characters, invalid
+// UTF-8) and for an out that is not a string at all.
+func TestOutBytesAgreesWithJSON(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var raw []byte
+		if rapid.Bool().Draw(rt, "encoded") {
+			enc, err := json.Marshal(rapid.String().Draw(rt, "content"))
+			require.NoError(rt, err)
+			raw = enc
+		} else {
+			raw = []byte(`"` + string(rapid.SliceOf(rapid.Byte()).Draw(rt, "bytes")) + `"`)
+		}
+		s := recordedStep{Out: raw}
+		var want string
+		if json.Unmarshal(raw, &want) != nil {
+			want = string(raw)
+		}
+		require.Equal(rt, want, string(s.outBytes()), "out %q", raw)
+		require.Equal(rt, want, s.outString())
+	})
+	obj := recordedStep{Out: []byte(`{"a":1}`)}
+	require.Equal(t, `{"a":1}`, obj.outString())
+}
