@@ -99,14 +99,21 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	if err != nil {
 		return Outcome{Verdict: Retryable, Fault: FaultInternal, Response: storage.Response{Error: "signing failed"}}
 	}
-	h[wire.HeaderSignature] = []string{sig}
-	h[wire.HeaderMessageID] = []string{m.ID}
-	h[wire.HeaderRetried] = []string{strconv.Itoa(m.Retried)}
+	// The single values share one array (each a full slice expression: an append to one
+	// cannot reach the next).
+	vals := make([]string, 0, 6)
+	set := func(name, value string) {
+		vals = append(vals, value)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(wire.HeaderSignature, sig)
+	set(wire.HeaderMessageID, m.ID)
+	set(wire.HeaderRetried, strconv.Itoa(m.Retried))
 	h[wire.HeaderUserAgent] = userAgent
-	h[wire.HeaderHops] = []string{strconv.Itoa(m.Hops + 1)}
+	set(wire.HeaderHops, strconv.Itoa(m.Hops+1))
 	if fc := m.FlowControl; fc != nil {
-		h[wire.HeaderFlowControlKey] = []string{fc.Key}
-		h[wire.HeaderFlowControlValue] = []string{flowControlValue(fc)}
+		set(wire.HeaderFlowControlKey, fc.Key)
+		set(wire.HeaderFlowControlValue, flowControlValue(fc))
 	}
 	offer := e.offersInline(m)
 	if offer {

@@ -27,6 +27,7 @@ type conn struct {
 	// stop unregisters the request's cancellation; false when it already ran (the
 	// connection's deadline was moved to the past).
 	stop func() bool
+	peek *peeker // alive's, made at its first peek (alive_unix.go)
 }
 
 func newConn(nc net.Conn) *conn {
