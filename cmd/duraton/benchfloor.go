@@ -123,7 +123,7 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 		}
 		exchanges.Add(1)
 		for range perRequest {
-			if err := deliverFloor(r.Context(), deliveries, receiverURL, body); err != nil {
+			if err := postFloor(r.Context(), deliveries, receiverURL, body, http.StatusOK); err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
@@ -137,8 +137,8 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 	}
 	defer front.Close()
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc}}
-	defer client.CloseIdleConnections()
+	publisher := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc}
+	defer publisher.CloseIdleConnections()
 	frontURL := "http://" + front.Addr + "/v2/publish/" + receiverURL
 	cpu0, err := selfCPU()
 	if err != nil {
@@ -150,21 +150,7 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 		t0 := time.Now()
 		defer func() { took[i] = time.Since(t0) }()
 		body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, frontURL, bytes.NewBufferString(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "text/plain")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusCreated {
-			err = fmt.Errorf("the front answered %d", resp.StatusCode)
-		}
-		return err
+		return postFloor(ctx, publisher, frontURL, []byte(body), http.StatusCreated)
 	})
 	elapsed := time.Since(start)
 	if err != nil {
@@ -181,14 +167,15 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 	return res, nil
 }
 
-// deliverFloor sends body to url through the delivery client and reads the answer.
-func deliverFloor(ctx context.Context, t *h1.Transport, url string, body []byte) error {
+// postFloor posts body to url through rt (the publisher's or the delivery client) and
+// reads the answer, which must have status want.
+func postFloor(ctx context.Context, rt http.RoundTripper, url string, body []byte, want int) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "text/plain")
-	resp, err := t.RoundTrip(req)
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return err
 	}
@@ -196,8 +183,8 @@ func deliverFloor(ctx context.Context, t *h1.Transport, url string, body []byte)
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the receiver answered %d", resp.StatusCode)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
 	}
 	return nil
 }
