@@ -64,8 +64,8 @@ type recordedStep struct {
 func (s recordedStep) outString() string { return string(s.outBytes()) }
 
 // outBytes is outString's content without a copy when the JSON string has nothing to
-// unescape (a number, true, an object without strings: what most steps return); the
-// bytes are then part of s.Out and only to be read.
+// unescape (a result that encodes without quotes: a number, a boolean, null); the bytes
+// are then part of s.Out and only to be read.
 func (s recordedStep) outBytes() []byte {
 	if plain, ok := plainJSONStringContent(s.Out); ok {
 		return plain
