@@ -36,6 +36,23 @@ const walHeader = 36 // "DWAL0001" | epoch | base txid | crc
 
 type checkpointer interface{ Checkpoint() error }
 
+// bothWays runs f as two parallel subtests, name=false and name=true.
+func bothWays(t *testing.T, name string, f func(t *testing.T, on bool)) {
+	t.Parallel()
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprintf("%s=%v", name, on), func(t *testing.T) {
+			t.Parallel()
+			f(t, on)
+		})
+	}
+}
+
+// walDataFile is a fresh directory for a log-backed store and its data file's path.
+func walDataFile(t *testing.T) (dir, db string) {
+	dir = t.TempDir()
+	return dir, filepath.Join(dir, "kv.db")
+}
+
 func openWAL(t require.TestingT, dir string, limit int64) storage.Engine {
 	e, err := storage.OpenWALEngineForTest(dir, limit)
 	require.NoError(t, err)
@@ -316,8 +333,7 @@ func deleteTracked(b storage.KVBucket, pending model, path []string, k string) e
 // recovered survives a clean Close and another open.
 func TestWALCrashRecoversEveryCommit(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "kv.db")
+	dir, db := walDataFile(t)
 	e := openWAL(t, dir, 2<<10)
 	m, roots := model{}, []string{}
 	workload(t, e, m, &roots, 0, 300)
@@ -400,8 +416,7 @@ func TestWALTornTailIsDropped(t *testing.T) {
 	for name, tear := range tears {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			db := filepath.Join(dir, "kv.db")
+			dir, db := walDataFile(t)
 			e := openWAL(t, dir, 4<<10)
 			m, roots := model{}, []string{}
 			workload(t, e, m, &roots, 0, 60)
@@ -449,8 +464,7 @@ func TestWALHeaderlessLastSegmentIsIgnored(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			db := filepath.Join(dir, "kv.db")
+			dir, db := walDataFile(t)
 			e := openWAL(t, dir, 1<<20)
 			m, roots := model{}, []string{}
 			workload(t, e, m, &roots, 0, 20)
@@ -563,8 +577,7 @@ func TestWALDamagedLogIsRefused(t *testing.T) {
 	for name, damage := range damages {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			db := filepath.Join(dir, "kv.db")
+			dir, db := walDataFile(t)
 			twoSegments(t, dir)
 			segs := walSegs(t, db)
 			damage(t, segs)
@@ -599,8 +612,7 @@ func recordCRC(seg uint64, payload []byte) uint32 {
 // between the two) is skipped: applying it again would undo what later segments changed.
 func TestWALCheckpointedSegmentIsSkipped(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "kv.db")
+	dir, db := walDataFile(t)
 	e := openWAL(t, dir, 1<<30)
 	put := func(k, v string) {
 		require.NoError(t, e.Update(func(tx storage.KVTx) error {
@@ -652,48 +664,43 @@ func TestWALCheckpointedSegmentIsSkipped(t *testing.T) {
 // segment fails the second replay (bbolt: incompatible value), and the store no longer
 // opened. Replay now commits one bbolt transaction per segment.
 func TestWALCrashAfterReplayBeforeDelete(t *testing.T) {
-	t.Parallel()
-	for _, conflict := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bucket-replacing-a-key=%v", conflict), func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			db := filepath.Join(dir, "kv.db")
-			e := openWAL(t, dir, 1<<30)
-			m, roots := model{}, []string{}
-			workload(t, e, m, &roots, 0, 20)
-			data := readFile(t, db)
-			seg1 := readFile(t, walSegs(t, db)[0])
-			seg1Path := walSegs(t, db)[0]
-			forceCheckpoint(t, e)
-			workload(t, e, m, &roots, 20, 20)
-			if conflict {
-				require.NoError(t, e.Update(func(tx storage.KVTx) error {
-					b := tx.Bucket([]byte("r0"))
-					if err := b.Put([]byte("x"), []byte("value")); err != nil {
-						return err
-					}
-					if err := b.Delete([]byte("x")); err != nil {
-						return err
-					}
-					_, err := b.CreateBucket([]byte("x"))
+	bothWays(t, "bucket-replacing-a-key", func(t *testing.T, conflict bool) {
+		dir, db := walDataFile(t)
+		e := openWAL(t, dir, 1<<30)
+		m, roots := model{}, []string{}
+		workload(t, e, m, &roots, 0, 20)
+		data := readFile(t, db)
+		seg1 := readFile(t, walSegs(t, db)[0])
+		seg1Path := walSegs(t, db)[0]
+		forceCheckpoint(t, e)
+		workload(t, e, m, &roots, 20, 20)
+		if conflict {
+			require.NoError(t, e.Update(func(tx storage.KVTx) error {
+				b := tx.Bucket([]byte("r0"))
+				if err := b.Put([]byte("x"), []byte("value")); err != nil {
 					return err
-				}))
-				m["r0/x/"] = ""
-			}
-			crashWAL(t, e)
-			writeFile(t, db, data)
-			writeFile(t, seg1Path, seg1)
-			require.Len(t, walSegs(t, db), 2)
+				}
+				if err := b.Delete([]byte("x")); err != nil {
+					return err
+				}
+				_, err := b.CreateBucket([]byte("x"))
+				return err
+			}))
+			m["r0/x/"] = ""
+		}
+		crashWAL(t, e)
+		writeFile(t, db, data)
+		writeFile(t, seg1Path, seg1)
+		require.Len(t, walSegs(t, db), 2)
 
-			require.NoError(t, storage.ReplayWALOnlyForTest(db))
-			require.Len(t, walSegs(t, db), 2)
-			e, err := storage.OpenWALEngineForTest(dir, 1<<30)
-			require.NoError(t, err)
-			requireContent(t, e, roots, m)
-			require.Len(t, walSegs(t, db), 1)
-			require.NoError(t, e.Close())
-		})
-	}
+		require.NoError(t, storage.ReplayWALOnlyForTest(db))
+		require.Len(t, walSegs(t, db), 2)
+		e, err := storage.OpenWALEngineForTest(dir, 1<<30)
+		require.NoError(t, err)
+		requireContent(t, e, roots, m)
+		require.Len(t, walSegs(t, db), 1)
+		require.NoError(t, e.Close())
+	})
 }
 
 // --- 4. a log that is not this data file's ---------------------------------------------
@@ -703,67 +710,62 @@ func TestWALCrashAfterReplayBeforeDelete(t *testing.T) {
 // history, whose segments have the very base txids this file's log would have (the epoch
 // alone tells them apart).
 func TestWALForeignLogIsRefused(t *testing.T) {
-	t.Parallel()
-	for _, sameHistory := range []bool{false, true} {
-		t.Run(fmt.Sprintf("same-history=%v", sameHistory), func(t *testing.T) {
-			t.Parallel()
-			dirA, dirB := t.TempDir(), t.TempDir()
-			dbA, dbB := filepath.Join(dirA, "kv.db"), filepath.Join(dirB, "kv.db")
-			limit := int64(2 << 10)
-			if sameHistory {
-				limit = 1 << 30 // no checkpoints: both logs are one segment on the same txid
-			}
-			a := openWAL(t, dirA, limit)
-			mA, rootsA := model{}, []string{}
-			workload(t, a, mA, &rootsA, 0, 100)
-			crashWAL(t, a)
-			b := openWAL(t, dirB, limit)
-			mB, rootsB := model{}, []string{}
-			if sameHistory {
-				workload(t, b, mB, &rootsB, 1000, 30)
-				crashWAL(t, b)
-				for _, s := range walSegs(t, dbB) {
-					require.NoError(t, os.Remove(s))
-				}
-			} else {
-				workload(t, b, mB, &rootsB, 0, 30)
-				require.NoError(t, b.Close())
-			}
-			dataB := readFile(t, dbB)
-
-			for _, s := range walSegs(t, dbA) {
-				writeFile(t, filepath.Join(dirB, filepath.Base(s)), readFile(t, s))
-			}
-			require.NotEmpty(t, walSegs(t, dbB))
-			_, err := storage.OpenWALEngineForTest(dirB, limit)
-			require.ErrorIs(t, err, storage.ErrCorrupt)
-			require.Equal(t, dataB, readFile(t, dbB))
-			require.Len(t, walSegs(t, dbB), len(walSegs(t, dbA)), "the foreign log is left in place")
-
-			// Moved away, the data file opens as it was; A's own log still recovers A.
+	bothWays(t, "same-history", func(t *testing.T, sameHistory bool) {
+		dirA, dbA := walDataFile(t)
+		dirB, dbB := walDataFile(t)
+		limit := int64(2 << 10)
+		if sameHistory {
+			limit = 1 << 30 // no checkpoints: both logs are one segment on the same txid
+		}
+		a := openWAL(t, dirA, limit)
+		mA, rootsA := model{}, []string{}
+		workload(t, a, mA, &rootsA, 0, 100)
+		crashWAL(t, a)
+		b := openWAL(t, dirB, limit)
+		mB, rootsB := model{}, []string{}
+		if sameHistory {
+			workload(t, b, mB, &rootsB, 1000, 30)
+			crashWAL(t, b)
 			for _, s := range walSegs(t, dbB) {
 				require.NoError(t, os.Remove(s))
 			}
-			b = openWAL(t, dirB, limit)
-			if sameHistory {
-				// B's own log was removed: B is empty, and has nothing of A.
-				mB, rootsB = model{}, append(rootsB, rootsA...)
-			}
-			requireContent(t, b, rootsB, mB)
+		} else {
+			workload(t, b, mB, &rootsB, 0, 30)
 			require.NoError(t, b.Close())
-			a = openWAL(t, dirA, limit)
-			requireContent(t, a, rootsA, mA)
-			require.NoError(t, a.Close())
-		})
-	}
+		}
+		dataB := readFile(t, dbB)
+
+		for _, s := range walSegs(t, dbA) {
+			writeFile(t, filepath.Join(dirB, filepath.Base(s)), readFile(t, s))
+		}
+		require.NotEmpty(t, walSegs(t, dbB))
+		_, err := storage.OpenWALEngineForTest(dirB, limit)
+		require.ErrorIs(t, err, storage.ErrCorrupt)
+		require.Equal(t, dataB, readFile(t, dbB))
+		require.Len(t, walSegs(t, dbB), len(walSegs(t, dbA)), "the foreign log is left in place")
+
+		// Moved away, the data file opens as it was; A's own log still recovers A.
+		for _, s := range walSegs(t, dbB) {
+			require.NoError(t, os.Remove(s))
+		}
+		b = openWAL(t, dirB, limit)
+		if sameHistory {
+			// B's own log was removed: B is empty, and has nothing of A.
+			mB, rootsB = model{}, append(rootsB, rootsA...)
+		}
+		requireContent(t, b, rootsB, mB)
+		require.NoError(t, b.Close())
+		a = openWAL(t, dirA, limit)
+		requireContent(t, a, rootsA, mA)
+		require.NoError(t, a.Close())
+	})
 }
 
 // A log whose data file is gone (deleted, or replaced by a new empty file) is refused:
 // the new file has no epoch, or another one.
 func TestWALLogWithoutItsDataFileIsRefused(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "kv.db")
+	dir, db := walDataFile(t)
 	e := openWAL(t, dir, 1<<20)
 	m, roots := model{}, []string{}
 	workload(t, e, m, &roots, 0, 20)
@@ -1135,44 +1137,40 @@ func TestWALConcurrentViewsSeeSnapshots(t *testing.T) {
 // bucket's entry there, while bbolt still has the value: the checkpoint must replace
 // the value, in a live checkpoint and after a crash's replay alike.
 func TestWALBucketReplacingACheckpointedValue(t *testing.T) {
-	t.Parallel()
-	for _, crash := range []bool{false, true} {
-		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			e := openWAL(t, dir, 1<<30)
-			require.NoError(t, e.Update(func(tx storage.KVTx) error {
-				b, err := openPath(tx, []string{"r"})
-				if err != nil {
-					return err
-				}
-				return b.Put([]byte("k"), []byte("v"))
-			}))
-			forceCheckpoint(t, e)
-			require.NoError(t, e.Update(func(tx storage.KVTx) error {
-				b := tx.Bucket([]byte("r"))
-				if err := b.Delete([]byte("k")); err != nil {
-					return err
-				}
-				sub, err := b.CreateBucket([]byte("k"))
-				if err != nil {
-					return err
-				}
-				return sub.Put([]byte("x"), []byte("1"))
-			}))
-			want := model{"r/": "", "r/k/": "", "r/k/x": "1"}
-			requireContent(t, e, []string{"r"}, want)
-			if crash {
-				crashWAL(t, e)
-				e = openWAL(t, dir, 1<<30)
-			} else {
-				forceCheckpoint(t, e)
+	bothWays(t, "crash", func(t *testing.T, crash bool) {
+		dir := t.TempDir()
+		e := openWAL(t, dir, 1<<30)
+		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+			b, err := openPath(tx, []string{"r"})
+			if err != nil {
+				return err
 			}
-			requireContent(t, e, []string{"r"}, want)
-			require.NoError(t, e.Close())
+			return b.Put([]byte("k"), []byte("v"))
+		}))
+		forceCheckpoint(t, e)
+		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+			b := tx.Bucket([]byte("r"))
+			if err := b.Delete([]byte("k")); err != nil {
+				return err
+			}
+			sub, err := b.CreateBucket([]byte("k"))
+			if err != nil {
+				return err
+			}
+			return sub.Put([]byte("x"), []byte("1"))
+		}))
+		want := model{"r/": "", "r/k/": "", "r/k/x": "1"}
+		requireContent(t, e, []string{"r"}, want)
+		if crash {
+			crashWAL(t, e)
 			e = openWAL(t, dir, 1<<30)
-			requireContent(t, e, []string{"r"}, want)
-			require.NoError(t, e.Close())
-		})
-	}
+		} else {
+			forceCheckpoint(t, e)
+		}
+		requireContent(t, e, []string{"r"}, want)
+		require.NoError(t, e.Close())
+		e = openWAL(t, dir, 1<<30)
+		requireContent(t, e, []string{"r"}, want)
+		require.NoError(t, e.Close())
+	})
 }
