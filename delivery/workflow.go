@@ -57,8 +57,12 @@ type RunInit struct {
 	// InvokeDepth is the invoke count of the child (Upstash-Workflow-Invoke-Count).
 	InvokeDepth int
 	// UnknownSdk marks a run triggered through /v2/trigger: its first delivery carries
-	// Upstash-Workflow-Unknown-Sdk.
+	// Upstash-Workflow-Unknown-Sdk, and the run waits for its SDK to adopt it.
 	UnknownSdk bool
+	// TriggerBySDK marks the SDK's answer to that delivery (upstash-workflow-trigger-by-sdk):
+	// an init for a run that waits to be adopted continues it instead of being a
+	// duplicate (adoptRunTx).
+	TriggerBySDK bool
 	// PriorityShiftMs is a native workflow's priority: the run's deliveries wait as if
 	// it had been created this much earlier.
 	PriorityShiftMs int64
@@ -90,6 +94,9 @@ func isWorkflowDelivery(m *Message) bool {
 // duplicate trigger and is not stored.
 func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.Time) (bool, error) {
 	if old, err := tx.Run(m.Project, m.RunID); err == nil {
+		if old.Live() && old.AwaitingSDK && init.TriggerBySDK {
+			return true, w.adoptRunTx(tx, old, m, now)
+		}
 		if old.Live() {
 			return false, nil
 		}
@@ -114,6 +121,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
 		FlowKeys: init.FlowKeys,
 		AICap:    init.Cap, TokenGate: m.TokenGate,
+		AwaitingSDK: init.UnknownSdk,
 	}
 	if init.StartKeyOnly {
 		run.FlowControl = nil
@@ -130,6 +138,34 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		m.Header = withHeader(m.Header, wire.HeaderWorkflowUnknownSdk, "true")
 	}
 	return true, w.appendStepTx(tx, run, m, now)
+}
+
+// adoptRunTx continues a run triggered without an SDK (protocol §5.16) with the init its
+// endpoint's SDK re-published: m becomes the run's next delivery, of the history the
+// trigger recorded (m's body, the same payload, is not recorded again). The run keeps
+// what the trigger's caller set (retries, delay, timeout, headers) and takes from the
+// SDK what only the route knows: its failure callback, flow control and labels, where the
+// trigger set none. A second re-trigger (a redelivery of the first delivery) is then a
+// duplicate, as the run no longer waits.
+func (w *runs) adoptRunTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
+	run.AwaitingSDK = false
+	if run.FailureCallback == nil {
+		run.FailureCallback = m.FailureCallback
+	}
+	if run.FlowControl == nil && len(run.FlowExtra) == 0 {
+		run.FlowControl, run.FlowExtra = m.FlowControl, m.FlowExtra
+	}
+	if len(run.Labels) == 0 {
+		run.Labels = m.Labels
+	}
+	if err := tx.PutRun(m.Project, run); err != nil {
+		return err
+	}
+	m.CallType = CallStep
+	m.HistoryLen = run.HistoryLen
+	m.FlowControl, m.FlowExtra = nil, nil // the run's, set by applyRun
+	applyRun(m, run)
+	return tx.LinkRunMessage(m.Project, run.ID, m.ID)
 }
 
 // userHeaders keeps the trigger's forwarded headers that every delivery of the run

@@ -299,7 +299,19 @@ func (h *handler) selfTrigger(w http.ResponseWriter, r *http.Request, c *Context
 		}
 		headers[k] = v
 	}
-	res, err := h.client.Trigger(r.Context(), TriggerRequest{URL: c.URL, Body: body, Headers: headers, ContentType: r.Header.Get("Content-Type")})
+	req := TriggerRequest{URL: c.URL, Body: body, Headers: headers, ContentType: r.Header.Get("Content-Type")}
+	if r.Header.Get(wire.HeaderWorkflowUnknownSdk) != "" {
+		// A run triggered without an SDK (POST /v2/trigger): the body is its history, whose
+		// first entry is the payload; the run is adopted under its own id.
+		var history []wire.HistoryEntry
+		if err := json.Unmarshal(body, &history); err != nil || len(history) == 0 || c.RunID == "" {
+			h.fail(w, http.StatusInternalServerError, fmt.Errorf("a delivery with %s needs the run id and a history body", wire.HeaderWorkflowUnknownSdk))
+			return
+		}
+		req.Body, req.RunID, req.adopt = history[0].Body, c.RunID, true
+		req.ContentType = ""
+	}
+	res, err := h.client.Trigger(r.Context(), req)
 	if err != nil {
 		h.fail(w, http.StatusInternalServerError, err)
 		return

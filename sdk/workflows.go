@@ -54,6 +54,10 @@ type TriggerRequest struct {
 	// FailureURL receives the run's failure callback. Default: URL (the endpoint's
 	// failure function).
 	FailureURL string
+
+	// adopt marks the handler's answer to a run triggered without an SDK: the init of
+	// that run, re-published with upstash-workflow-trigger-by-sdk (protocol §5.16).
+	adopt bool
 }
 
 // TriggerResult is the answer to one trigger.
@@ -147,6 +151,9 @@ func triggerEntry(req *TriggerRequest) (batchEntry, string, error) {
 		fcb(wire.HeaderWorkflowURL):                                  req.URL,
 		fcb(wire.HeaderWorkflowCallType):                             wire.CallTypeFailure,
 		fcb(wire.HeaderFeatureSet):                                   wire.FeatureSet,
+	}
+	if req.adopt {
+		h[batchHeader(wire.HeaderWorkflowTriggerBySDK)] = "true"
 	}
 	// set puts a run setting on the trigger and mirrors it on the failure callback.
 	set := func(name, value string) {

@@ -87,7 +87,11 @@ func (p messageParser) workflow(h http.Header, m *delivery.Message) (*delivery.R
 	if !strings.EqualFold(h.Get(wire.HeaderWorkflowInit), "true") {
 		return nil, nil
 	}
-	init := &delivery.RunInit{URL: h.Get(wire.HeaderWorkflowURL), DetectTrigger: strings.Contains(h.Get(wire.HeaderFeatureSet), wire.FeatureDetectTrigger)}
+	init := &delivery.RunInit{
+		URL:           h.Get(wire.HeaderWorkflowURL),
+		DetectTrigger: strings.Contains(h.Get(wire.HeaderFeatureSet), wire.FeatureDetectTrigger),
+		TriggerBySDK:  strings.EqualFold(h.Get(wire.HeaderWorkflowTriggerBySDK), "true"),
+	}
 	if init.URL != "" {
 		u, err := p.checkURL(wire.HeaderWorkflowURL, init.URL)
 		if err != nil {

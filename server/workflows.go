@@ -345,6 +345,9 @@ func (h *workflowHandlers) hook(c echo.Context) error {
 type triggerResponse struct {
 	WorkflowRunID string `json:"workflowRunId"`
 	MessageID     string `json:"messageId"`
+	// WorkflowCreatedAt is the run's creation time in unix ms (what the SDK's
+	// Upstash-Workflow-CreatedAt and the logs' workflowRunCreatedAt say).
+	WorkflowCreatedAt int64 `json:"workflowCreatedAt"`
 }
 
 // trigger starts a run for a caller without an SDK (protocol §5.16): the endpoint's SDK
@@ -374,7 +377,7 @@ func (h *workflowHandlers) trigger(c echo.Context) error {
 	if res[0].Deduplicated {
 		return badRequest("workflow run %q already exists", runID)
 	}
-	return c.JSON(http.StatusCreated, triggerResponse{WorkflowRunID: runID, MessageID: res[0].MessageID})
+	return c.JSON(http.StatusCreated, triggerResponse{WorkflowRunID: runID, MessageID: res[0].MessageID, WorkflowCreatedAt: m.CreatedAt})
 }
 
 func newRunID() string {

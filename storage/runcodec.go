@@ -16,14 +16,20 @@ import (
 //	controls, keys and failure callback (encoded as in message records) ‖ the AI cap,
 //	AI usage, token gate and parent link as optional length-prefixed JSON (rare).
 //
+// Format 2 (0x02, written now) is format 1 followed by a uvarint of flags (bit 0:
+// AwaitingSDK); format-1 records are still read (no flags).
+//
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte
 // is a later format, refused by name.
-const runFormat1 = 0x01
+const (
+	runFormat1 = 0x01
+	runFormat2 = 0x02
+)
 
 func encodeRun(r *Run) ([]byte, error) {
 	buf := make([]byte, 0, 128+len(r.Response)+len(r.URL)+len(r.ID))
-	buf = append(buf, runFormat1)
+	buf = append(buf, runFormat2)
 	buf = appendBytes(buf, r.Response)
 	for _, s := range [...]string{r.ID, r.URL, r.State, r.RetryDelay, r.CallerIP, r.DLQID, r.FailureMessageID, r.FailureState} {
 		buf = appendString(buf, s)
@@ -56,7 +62,20 @@ func encodeRun(r *Run) ([]byte, error) {
 	if buf, err = appendOptionalJSON(buf, r.TokenGate); err != nil {
 		return nil, err
 	}
-	return appendOptionalJSON(buf, r.Parent)
+	if buf, err = appendOptionalJSON(buf, r.Parent); err != nil {
+		return nil, err
+	}
+	return binary.AppendUvarint(buf, runFlags(r)), nil
+}
+
+const runFlagAwaitingSDK = 1 << 0
+
+func runFlags(r *Run) uint64 {
+	var f uint64
+	if r.AwaitingSDK {
+		f |= runFlagAwaitingSDK
+	}
+	return f
 }
 
 // decodeRun reads a run record of either format into r (not its cursor).
@@ -64,10 +83,11 @@ func decodeRun(data []byte, r *Run) error {
 	if len(data) == 0 {
 		return fmt.Errorf("run record: empty")
 	}
-	switch data[0] {
+	format := data[0]
+	switch format {
 	case '{':
 		return json.Unmarshal(data, r) // written before format 1
-	case runFormat1:
+	case runFormat1, runFormat2:
 	default:
 		return fmt.Errorf("run record: unknown format 0x%02x (written by a newer Duraton?)", data[0])
 	}
@@ -108,11 +128,18 @@ func decodeRun(data []byte, r *Run) error {
 	decodeOptionalJSON(&d, &r.AIUsage)
 	decodeOptionalJSON(&d, &r.TokenGate)
 	decodeOptionalJSON(&d, &r.Parent)
+	if format == runFormat2 {
+		flags := d.uvarint()
+		if flags&^runFlagAwaitingSDK != 0 && d.err == nil {
+			d.err = fmt.Errorf("unknown run flags %#x (written by a newer Duraton?)", flags)
+		}
+		r.AwaitingSDK = flags&runFlagAwaitingSDK != 0
+	}
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = fmt.Errorf("trailing bytes")
 	}
 	if d.err != nil {
-		return fmt.Errorf("run record: format 1: %v", d.err)
+		return fmt.Errorf("run record: format %d: %v", format, d.err)
 	}
 	return nil
 }

@@ -28,8 +28,30 @@ func TestRunCodecRoundTripsEveryField(t *testing.T) {
 	}
 }
 
+// TestRunFormat1IsRead: a format-1 record (format 2 without the flags) reads as the same
+// run with no flags; unknown flags are refused by name.
+func TestRunFormat1IsRead(t *testing.T) {
+	r := Run{ID: "wfr_1", URL: "http://x/wf", State: RunStarted, CreatedAt: 7, Labels: []string{"a"}}
+	data, err := encodeRun(&r)
+	require.NoError(t, err)
+	require.Equal(t, byte(0), data[len(data)-1], "no flags")
+	v1 := append([]byte{runFormat1}, data[1:len(data)-1]...)
+	var got Run
+	require.NoError(t, decodeRun(v1, &got))
+	require.Equal(t, r, got)
+
+	r.AwaitingSDK = true
+	data, err = encodeRun(&r)
+	require.NoError(t, err)
+	got = Run{}
+	require.NoError(t, decodeRun(data, &got))
+	require.True(t, got.AwaitingSDK)
+	data[len(data)-1] = 0x04
+	require.ErrorContains(t, decodeRun(data, &Run{}), "unknown run flags")
+}
+
 // TestRunRecordsOfBothFormatsAreRead: a JSON run of an earlier version reads through
-// the store, with its cursor; new runs are written in format 1; an unknown format is
+// the store, with its cursor; new runs are written in format 2; an unknown format is
 // refused by name.
 func TestRunRecordsOfBothFormatsAreRead(t *testing.T) {
 	s := openTestStore(t)
@@ -64,7 +86,7 @@ func TestRunRecordsOfBothFormatsAreRead(t *testing.T) {
 		want := old
 		want.ID = "wfr_new"
 		require.Equal(t, want, *got)
-		require.Equal(t, byte(runFormat1), tx.bucket("p", bucketRuns).Get([]byte("wfr_new"))[0])
+		require.Equal(t, byte(runFormat2), tx.bucket("p", bucketRuns).Get([]byte("wfr_new"))[0])
 		_, err = tx.Run("p", "wfr_future")
 		require.ErrorContains(t, err, "unknown format 0x09")
 		return nil

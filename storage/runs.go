@@ -80,6 +80,9 @@ type Run struct {
 	TokenGate     *TokenGate `json:"tokenGate,omitempty"`
 	TokenStarted  bool       `json:"tokenStarted,omitempty"`
 	TokenReserved int64      `json:"tokenReserved,omitempty"`
+	// AwaitingSDK marks a run triggered without an SDK (POST /v2/trigger) whose
+	// endpoint's SDK has not yet re-published its init (protocol §5.16).
+	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
 }
 
 // Live reports whether the run has not ended.

@@ -178,6 +178,32 @@ func TestInteropTSWorkflowFromGo(t *testing.T) {
 		host.assertAllOK(t, "/wf/interop/ts-flow", res.RunID)
 	})
 
+	// POST /v2/trigger/{url} as any language does it over REST, without an SDK: the route's
+	// SDK gets Upstash-Workflow-Unknown-Sdk, re-publishes the init, and the run goes on.
+	t.Run("RESTTriggerRunsTSWorkflow", func(t *testing.T) {
+		k := randomTag(t)
+		runID := "wfr_rest-" + k
+		url := host.Base + "/wf/interop/ts-three"
+		got := restTrigger(t, p, url, runID, `{"n":4}`, "Upstash-Forward-X-Interop", "rest-"+k)
+		run := interopWaitRun(t, client, runID, "RUN_SUCCESS", func() string { return host.describe(t, "/wf/interop/ts-three") })
+		require.NotNil(t, run.Response, interopDescribeRun(run))
+		assert.JSONEq(t, fmt.Sprintf(`{"from":"ts-three","a":5,"b":50,"hdr":"rest-%s"}`, k), *run.Response)
+		interopAssertSteps(t, run, []string{"three-1", "three-2", "three-3"})
+		assert.Equal(t, got.WorkflowCreatedAt, run.CreatedAt, "the trigger's workflowCreatedAt is the run's")
+		host.assertAllOK(t, "/wf/interop/ts-three", runID)
+	})
+
+	// The same for a route served by the Go SDK.
+	t.Run("RESTTriggerRunsGoWorkflow", func(t *testing.T) {
+		runID := "wfr_rest-go-" + randomTag(t)
+		restTrigger(t, p, wf.URL+"/wf/go-child", runID, `{"n":4}`, "Upstash-Forward-X-Interop", "rest-go")
+		run := interopWaitRun(t, client, runID, "RUN_SUCCESS", func() string { return wf.describe("/wf/go-child") })
+		require.NotNil(t, run.Response, interopDescribeRun(run))
+		assert.JSONEq(t, `{"from":"go-child","tripled":12,"hdr":"rest-go"}`, *run.Response)
+		interopAssertSteps(t, run, []string{"go-triple"})
+		wf.assertAllOK(t, "/wf/go-child", runID)
+	})
+
 	t.Run("GoWorkflowInvokesTSWorkflow", func(t *testing.T) {
 		k := randomTag(t)
 		mu.Lock()
@@ -472,6 +498,38 @@ func interopWaitRun(t *testing.T, client *sdk.Client, runID, want string, descri
 	}
 	t.Logf("run %s", interopDescribeRun(last))
 	return last
+}
+
+// restTriggerResponse is the answer to POST /v2/trigger/{url}.
+type restTriggerResponse struct {
+	WorkflowRunID     string `json:"workflowRunId"`
+	MessageID         string `json:"messageId"`
+	WorkflowCreatedAt int64  `json:"workflowCreatedAt"`
+}
+
+// restTrigger starts a run over REST without an SDK, as curl would: POST /v2/trigger/{url}
+// with the run id and the given header name/value pairs. It checks the 201 answer.
+func restTrigger(t *testing.T, p *proc, url, runID, body string, header ...string) restTriggerResponse {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.URL+"/v2/trigger/"+url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+p.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Upstash-Workflow-RunId", runID)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := newAPIClient(t, 30*time.Second).Do(req)
+	require.NoError(t, err)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", raw)
+	var got restTriggerResponse
+	require.NoError(t, json.Unmarshal(raw, &got), "%s", raw)
+	assert.Equal(t, runID, got.WorkflowRunID)
+	assert.NotEmpty(t, got.MessageID)
+	assert.Positive(t, got.WorkflowCreatedAt, "workflowCreatedAt: %s", raw)
+	return got
 }
 
 // interopSteps flattens a run log's groups, without the Initial entry and the plan steps.

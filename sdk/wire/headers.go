@@ -81,7 +81,11 @@ const (
 	HeaderInlineSteps = "Duraton-Inline-Steps"
 
 	// Workflow delivery headers (server → endpoint, protocol §5).
-	HeaderWorkflowUnknownSdk = "Upstash-Workflow-Unknown-Sdk"
+	// HeaderWorkflowUnknownSdk marks the first delivery of a run triggered without an SDK
+	// (POST /v2/trigger); the endpoint's SDK answers by re-publishing the run's init with
+	// HeaderWorkflowTriggerBySDK, and the run goes on from that message.
+	HeaderWorkflowUnknownSdk   = "Upstash-Workflow-Unknown-Sdk"
+	HeaderWorkflowTriggerBySDK = "Upstash-Workflow-Trigger-By-Sdk"
 	// HeaderWorkflowCallback and HeaderWorkflowFailureCallback ("true") mark a call's
 	// callback and a run's failure callback; the SDK forwards them on its publishes.
 	HeaderWorkflowCallback        = "Upstash-Workflow-Callback"

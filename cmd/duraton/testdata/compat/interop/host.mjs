@@ -4,6 +4,8 @@
 //   /wf/interop/ts-flow    an official serve() workflow (run → sleep → Promise.all of two
 //                          runs → returns an object); every delivery is verified by the SDK's
 //                          own Receiver (both signing keys are handed to serve()).
+//   /wf/interop/ts-three   an official serve() workflow of three sequential runs, for runs
+//                          triggered over REST (POST /v2/trigger/{url}) without an SDK.
 //   /wf/interop/ts-parent  an official serve() workflow that context.invoke()s the Go workflow
 //                          behind /wf/interop/go-child and returns what it got back.
 //   /wf/interop/go-child   a plain reverse proxy to GO_CHILD_URL (a Go sdk.Serve workflow in
@@ -42,6 +44,13 @@ host.workflow("/wf/interop/ts-flow", async (ctx) => {
   ]);
   const hdr = ctx.headers.get("x-interop");
   return await ctx.run("ts-final", () => ({ from: "ts", doubled, left, right, hdr, name: p.name ?? null }));
+});
+
+host.workflow("/wf/interop/ts-three", async (ctx) => {
+  const p = ctx.requestPayload ?? {};
+  const a = await ctx.run("three-1", () => p.n + 1);
+  const b = await ctx.run("three-2", () => a * 10);
+  return await ctx.run("three-3", () => ({ from: "ts-three", a, b, hdr: ctx.headers.get("x-interop") }));
 });
 
 host.workflow("/wf/interop/ts-parent", async (ctx) => {
