@@ -61,7 +61,7 @@ func TestAPIPublish(t *testing.T) {
 		ev := env.logs(t, "messageIds="+res.MessageID+"&state=CREATED").Events
 		require.Len(t, ev, 1)
 		require.Equal(t, []string{"a", "b"}, ev[0].Labels)
-		require.Equal(t, "a,b", ev[0].Label)
+		require.Equal(t, "a", ev[0].Label, "the legacy label is the first")
 		require.Equal(t, dest, ev[0].URL)
 	})
 

@@ -27,7 +27,9 @@ func (h *messageHandlers) register(g *echo.Group) {
 	g.DELETE("/messages", h.cancelMany)
 }
 
-// maxBulkCancel caps the messages one filter-based cancel removes.
+// maxBulkCancel caps the messages one filter-based cancel removes; a request's count
+// lowers it (QStash cancels in batches of count: the SDK sends 100 for { all: true } and
+// its documentation loops until nothing is left).
 const maxBulkCancel = 10_000
 
 func (h *messageHandlers) get(c echo.Context) error {
@@ -75,7 +77,11 @@ func (h *messageHandlers) cancelMany(c echo.Context) error {
 		}
 		return lq.f.matchMessage(m.ID, m.URL, m.Queue, m.Labels, m.CallerIP, m.CreatedAt, fc, m.ScheduleID, m.TopicName)
 	}
-	n, err := h.engine.Cancel(c.Request().Context(), projectOf(c), lq.ids, keep, maxBulkCancel)
+	limit, err := parseCount(c, maxBulkCancel, maxBulkCancel)
+	if err != nil {
+		return err
+	}
+	n, err := h.engine.Cancel(c.Request().Context(), projectOf(c), lq.ids, keep, limit)
 	if err != nil {
 		return err
 	}

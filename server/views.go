@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strings"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/sdk/wire"
@@ -15,7 +14,7 @@ func toMessageView(m *delivery.Message) wire.Message {
 		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: redactHeader(m.Header, m.Redact),
 		MaxRetries: m.Retries, Retried: m.Retried, RetryDelayExpression: m.RetryDelay, Timeout: m.TimeoutMs / 1000,
 		NotBefore: m.NotBefore, CreatedAt: m.CreatedAt, State: m.State, QueueName: m.Queue,
-		Label: strings.Join(m.Labels, ","), Labels: m.Labels, CallerIP: m.CallerIP, ScheduleID: m.ScheduleID,
+		Label: firstLabel(m.Labels), Labels: m.Labels, CallerIP: m.CallerIP, ScheduleID: m.ScheduleID,
 		TopicName: m.TopicName, EndpointName: m.EndpointName,
 	}
 	v.Body, v.BodyBase64 = wire.BodyFields(redactBody(m.Body, m.Redact))
@@ -48,7 +47,7 @@ func flowFields(m *delivery.Message) (key string, parallelism, rate int, period 
 func toLogView(ev *delivery.LogEvent) wire.Log {
 	v := wire.Log{
 		Time: ev.Time, State: ev.State, MessageID: ev.MessageID, URL: ev.URL, QueueName: ev.Queue,
-		Label: strings.Join(ev.Labels, ","), Labels: ev.Labels, ScheduleID: ev.ScheduleID, Error: ev.Error,
+		Label: firstLabel(ev.Labels), Labels: ev.Labels, ScheduleID: ev.ScheduleID, Error: ev.Error,
 		TopicName: ev.TopicName, EndpointName: ev.EndpointName,
 		NextDeliveryTime: ev.NextDeliveryTime, ResponseStatus: ev.ResponseStatus,
 		ResponseHeader: ev.ResponseHeader, Retried: ev.Retried,
@@ -65,4 +64,13 @@ func toDLQView(d *delivery.DLQEntry) wire.DLQMessage {
 	}
 	v.ResponseBody, v.ResponseBodyBase64 = wire.BodyFields(d.Response.Body)
 	return v
+}
+
+// firstLabel is a record's legacy "label": its first label, as QStash shows it (the SDK's
+// own tests read it so); "labels" lists them all.
+func firstLabel(labels []string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	return labels[0]
 }

@@ -551,6 +551,45 @@ func TestWorkflowAPITrigger(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
 }
 
+// TestWorkflowAPITriggerAdoptedBySDK: the SDK's answer to a REST-triggered run's first
+// delivery (its init re-published with upstash-workflow-trigger-by-sdk) is the run's next
+// delivery, of the recorded history, with the route's failure callback; a second such
+// answer (a redelivery) is a duplicate, as is one for a run triggered by an SDK.
+func TestWorkflowAPITriggerAdoptedBySDK(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	ep := newSDKEndpoint(t)
+	wfURL := ep.URL("/wf/adopt")
+	r := env.call(t, http.MethodPost, "/v2/trigger/"+url.PathEscape(wfURL), []byte(`{"n":1}`),
+		"Upstash-Workflow-RunId", "wfr_adopt", "Upstash-Retries", "1")
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	first := decodeJSON[triggerResponse](t, r)
+	require.Equal(t, "true", ep.waitMessage(t, first.MessageID).Header.Get("Upstash-Workflow-Unknown-Sdk"))
+
+	adopt := wfEntry("wfr_adopt", wfURL, true, `{"n":1}`, "upstash-workflow-trigger-by-sdk", "true",
+		"upstash-failure-callback", wfURL)
+	r = env.batchWF(t, adopt)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	res := decodeJSON[[]wire.PublishResult](t, r)
+	require.False(t, res[0].Deduplicated, "the SDK's answer continues the run")
+	d := ep.waitMessage(t, res[0].MessageID)
+	require.Empty(t, d.Header.Get("Upstash-Workflow-Unknown-Sdk"))
+	require.Equal(t, "1", d.Header.Get("Upstash-Workflow-Sdk-Version"))
+	require.Equal(t, []wire.HistoryEntry{{MessageID: first.MessageID, Body: []byte(`{"n":1}`), CallType: "step"}}, history(t, d),
+		"the adopted delivery carries the history the trigger recorded, once")
+	m := decodeJSON[wire.Message](t, env.call(t, http.MethodGet, "/v2/messages/"+res[0].MessageID, nil))
+	require.Equal(t, 1, m.MaxRetries, "the trigger's own settings stay")
+	require.Equal(t, wfURL, m.FailureCallback, "the route's failure callback is taken")
+
+	r = env.batchWF(t, adopt)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.True(t, decodeJSON[[]wire.PublishResult](t, r)[0].Deduplicated, "a second answer is a duplicate")
+
+	env.trigger(t, "wfr_bysdk", wfURL, `{}`)
+	r = env.batchWF(t, wfEntry("wfr_bysdk", wfURL, true, `{}`, "upstash-workflow-trigger-by-sdk", "true"))
+	require.True(t, decodeJSON[[]wire.PublishResult](t, r)[0].Deduplicated, "only a REST-triggered run is adopted")
+}
+
 func TestWorkflowAPIDLQ(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})

@@ -179,7 +179,7 @@ func toRunLogView(r *delivery.RunWithHistory) wire.RunLog {
 	v := wire.RunLog{
 		RunID: r.ID, URL: r.URL, State: r.State,
 		CreatedAt: r.CreatedAt, CompletedAt: r.EndedAt,
-		Label: strings.Join(r.Labels, ","), Labels: r.Labels, DLQID: r.DLQID,
+		Label: firstLabel(r.Labels), Labels: r.Labels, DLQID: r.DLQID,
 		Steps: stepGroups(r.History),
 	}
 	if u := r.AIUsage; u != nil {

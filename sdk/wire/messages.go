@@ -29,7 +29,7 @@ type Message struct {
 	Callback             string   `json:"callback,omitempty"`
 	FailureCallback      string   `json:"failureCallback,omitempty"`
 	QueueName            string   `json:"queueName,omitempty"`
-	Label                string   `json:"label,omitempty"` // Labels joined with ","
+	Label                string   `json:"label,omitempty"` // the first of Labels (legacy)
 	Labels               []string `json:"labels,omitempty"`
 	CallerIP             string   `json:"callerIP,omitempty"`
 	ScheduleID           string   `json:"scheduleId,omitempty"`   // set on a schedule's ticks

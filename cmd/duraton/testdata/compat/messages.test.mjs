@@ -61,8 +61,10 @@ test("bulk cancel: cancel([ids]), deleteMany([ids]) and cancel({all:true})", { t
   assert.equal(n, 1, "deleteMany returns the number cancelled");
   await rejectsWithStatus(client.messages.get(ids[2]), 404, "get after deleteMany");
 
-  const r2 = await client.messages.cancel({ all: true });
-  assert.ok(r2.cancelled >= 1, `cancel({all:true}) must cancel the remaining message: ${JSON.stringify(r2)}`);
+  // { all: true } cancels a batch (count, 100 by default) per call: loop as the docs do.
+  let total = 0;
+  for (let r2; (r2 = await client.messages.cancel({ all: true })).cancelled > 0; ) total += r2.cancelled;
+  assert.ok(total >= 1, `cancel({all:true}) must cancel the remaining message`);
   await rejectsWithStatus(client.messages.get(ids[3]), 404, "get after cancel all");
   assert.equal(ep.deliveries.length, 0, "cancelled messages must not be delivered");
 });
@@ -84,6 +86,49 @@ test("cancel({filter:{label:[a,b]}}) cancels a OR b and nothing else", { timeout
   const r2 = await client.messages.cancel({ filter: { label: lc } });
   assert.equal(r2.cancelled, 1);
   assert.equal(ep.deliveries.length, 0, "cancelled messages must not be delivered");
+});
+
+test("cancel({filter, count}) cancels at most count messages per call", { timeout: 30000 }, async (t) => {
+  const ep = await startEndpoint(t);
+  const label = `count-${tag()}`;
+  const ids = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await client.publishJSON({ url: `${ep.url}/count`, body: { i }, delay: 60, retries: 0, label });
+    ids.push(r.messageId);
+  }
+  const one = await client.messages.cancel({ filter: { label }, count: 1 });
+  assert.equal(one.cancelled, 1, `count: 1 cancels one: ${JSON.stringify(one)}`);
+  let left = 0;
+  for (const id of ids) {
+    try {
+      await client.messages.get(id);
+      left++;
+    } catch {
+      /* cancelled */
+    }
+  }
+  assert.equal(left, 2, "two of the three are still pending");
+  const rest = await client.messages.cancel({ filter: { label }, count: 5 });
+  assert.equal(rest.cancelled, 2, `the rest: ${JSON.stringify(rest)}`);
+  assert.equal(ep.deliveries.length, 0, "cancelled messages must not be delivered");
+});
+
+test("a message with several labels: label is the first, labels all of them", { timeout: 30000 }, async (t) => {
+  const ep = await startEndpoint(t);
+  const t0 = tag();
+  const [la, lb] = [`la-${t0}`, `lb-${t0}`];
+  const res = await client.publish({ url: `${ep.url}/labels`, body: "x", delay: 60, retries: 0, headers: { "Upstash-Label": `${la},${lb}` } });
+  const m = await client.messages.get(res.messageId);
+  assert.equal(m.label, la, `legacy label is the first label: ${JSON.stringify(m)}`);
+  assert.deepEqual(m.labels, [la, lb]);
+  // A filter on either label finds it.
+  const logs = await client.logs({ filter: { label: lb } });
+  assert.ok(logs.logs.some((l) => l.messageId === res.messageId), "logs by the second label");
+  for (const l of logs.logs.filter((l) => l.messageId === res.messageId)) {
+    assert.equal(l.label, la, `log label is the first label: ${JSON.stringify(l)}`);
+    assert.deepEqual(l.labels, [la, lb]);
+  }
+  await client.messages.cancel(res.messageId);
 });
 
 test("logs({filter:{messageId}}) lists CREATED and DELIVERED, newest first", { timeout: 30000 }, async (t) => {
