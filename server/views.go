@@ -1,7 +1,6 @@
 package server
 
 import (
-
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/sdk/wire"
 )
