@@ -1,11 +1,10 @@
 package delivery
 
 import (
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
-
-	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Limits of an endpoint's response headers as they are stored (logs, DLQ, callbacks): an
@@ -17,9 +16,11 @@ const (
 	MaxStoredResponseHeaderBytes = 16 << 10
 )
 
-// keptResponseHeader is the part of an answer's headers that is stored: no hop-by-hop
-// headers, the protocol's Upstash-* headers first (the SDK detection reads them), then
-// the others by name, each whole or not at all, within the count and byte limits.
+// keptResponseHeader is the part of an answer's headers that is stored: all of them as
+// received, Content-Length and the other hop-by-hop headers too (they are reported, not
+// forwarded: the SDK's failure function reads failHeaders["Content-Length"]), within the
+// count and byte limits; over them the protocol's Upstash-* headers first (the SDK
+// detection reads them), then the others by name, each whole or not at all.
 func keptResponseHeader(header http.Header) http.Header {
 	if kept, ok := keptWhole(header); ok {
 		return kept
@@ -31,9 +32,7 @@ func keptResponseHeader(header http.Header) http.Header {
 func keptByPriority(header http.Header) http.Header {
 	names := make([]string, 0, len(header))
 	for name := range header {
-		if !wire.IsHopByHop(name) {
-			names = append(names, name)
-		}
+		names = append(names, name)
 	}
 	sort.Slice(names, func(i, j int) bool {
 		pi, pj := isProtocolHeader(names[i]), isProtocolHeader(names[j])
@@ -62,8 +61,8 @@ func keptByPriority(header http.Header) http.Header {
 }
 
 // keptWhole is keptResponseHeader of an answer whose headers all fit the limits (every
-// answer but a few): all of them but the hop-by-hop ones, with no ordering to decide
-// what is dropped. ok is false when they do not fit.
+// answer but a few): all of them, with no ordering to decide what is dropped. ok is
+// false when they do not fit.
 func keptWhole(header http.Header) (_ http.Header, ok bool) {
 	if len(header) > MaxStoredResponseHeaders {
 		return nil, false
@@ -78,13 +77,7 @@ func keptWhole(header http.Header) (_ http.Header, ok bool) {
 	if size > MaxStoredResponseHeaderBytes {
 		return nil, false
 	}
-	kept := make(http.Header, len(header))
-	for name, values := range header {
-		if !wire.IsHopByHop(name) {
-			kept[name] = values
-		}
-	}
-	return kept, true
+	return maps.Clone(header), true // the values are shared: stored records only read them
 }
 
 func isProtocolHeader(name string) bool {

@@ -74,6 +74,9 @@ test("failureFunction runs once retries are exhausted (retries: 1, step throws)"
   assert.equal(fcs.length, 1, `exactly one failure-callback delivery (it succeeded): ${host.describe("/wf/fail", runId)}`);
   assert.equal(fcs[0].status, 200);
   assert.ok(ds.filter((d) => !isFailureCallback(d) && d.header("upstash-retried") === "1").length === 1, "one retry delivery");
+  // The failed answer's headers are reported as the endpoint sent them, Content-Length too.
+  const failed = ds.filter((d) => !isFailureCallback(d)).at(-1);
+  assert.deepEqual(f.failHeaders?.["Content-Length"], [String(Buffer.byteLength(failed.respBody))], `failHeaders: ${short(f.failHeaders)}`);
   await waitFor("failureFunction settles", () => fcs[0].respBody !== undefined);
   assert.match(fcs[0].respBody, new RegExp(`handled-${k}`), "the failure function's result is the callback answer");
   // The failure function ran exactly once.

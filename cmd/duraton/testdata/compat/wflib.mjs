@@ -294,7 +294,8 @@ export class Host {
         const text = await webRes.text();
         rec.status = webRes.status;
         rec.respBody = text;
-        rec.respHeaders = Object.fromEntries(webRes.headers.entries());
+        // Content-Length set, as a serverless platform answers (not chunked).
+        rec.respHeaders = { ...Object.fromEntries(webRes.headers.entries()), "content-length": String(Buffer.byteLength(text)) };
         res.writeHead(webRes.status, rec.respHeaders);
         res.end(text);
         rec.doneAt = Date.now();
