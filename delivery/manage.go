@@ -117,7 +117,9 @@ func (e *Engine) DLQ(ctx context.Context, project, cursor string, count int, kee
 // keep decides on each with its run, read in the same transaction. (A keep that read the
 // run itself would open a read transaction inside another: bbolt deadlocks when a
 // commit waits to grow the file between the two.) A dead letter whose run is gone is
-// left out; any other failure to read a run fails the listing.
+// left out; any other failure to read a run fails the listing. So is the dead letter of
+// a run's failure callback: QStash lists the run's own entry, whose failureCallbackInfo
+// says the callback failed and whose callback can be re-run (/v2/dlq still lists it).
 func (e *Engine) WorkflowDLQ(ctx context.Context, project, cursor string, count int, keep func(*DLQEntry, *Run) bool) (entries []DLQEntry, next string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
@@ -125,7 +127,7 @@ func (e *Engine) WorkflowDLQ(ctx context.Context, project, cursor string, count 
 	err = e.store.View(func(tx *storage.Tx) error {
 		var readErr error
 		entries, next, err = tx.ListDLQ(project, cursor, count, e.cfg.MaxPageBytes, func(d *DLQEntry) bool {
-			if d.Message.RunID == "" || readErr != nil {
+			if d.Message.RunID == "" || d.Message.Kind == storage.KindFailureCallback || readErr != nil {
 				return false
 			}
 			run, err := tx.Run(project, d.Message.RunID)

@@ -97,3 +97,49 @@ test("dlq.restart runs the failed run again from the beginning to success", { ti
   assert.deepEqual(loggedSteps(run).map((s) => s.stepName), ["s1", "s2"], describeRun(run));
   assertDeliveries(host, "/wf/dlq-restart", restartedId);
 });
+
+test("a failed failure function: the DLQ lists the run's entry once, and retryFailureFunction re-runs it", { timeout: 45000 }, async (t) => {
+  const host = await Host.start(t);
+  const k = tag();
+  const calls = [];
+  const url = host.workflow(
+    "/wf/dlq-fail-fn",
+    async (ctx) => {
+      await ctx.run("boom", () => {
+        throw new Error(`boom-${k}`);
+      });
+    },
+    {
+      failureFunction: async ({ context, failStatus }) => {
+        calls.push({ runId: context.workflowRunId, failStatus });
+        if (calls.length === 1) throw new Error(`failure function fails once-${k}`);
+        return `handled-${k}`;
+      },
+    },
+  );
+  const { workflowRunId: runId } = await client.trigger({ url, body: { k }, retries: 0 });
+  await waitForRun(runId, { want: "RUN_FAILED", host, path: "/wf/dlq-fail-fn" });
+  await waitFor("the failure function's first call", () => calls.length === 1);
+
+  const entry = await waitFor(
+    "the run's DLQ entry with its failure callback failed",
+    async () => {
+      const { messages } = await client.dlq.list({ filter: { workflowRunId: runId } });
+      const mine = messages.filter((m) => m.workflowRunId === runId);
+      return mine.length > 0 && mine.every((m) => m.failureCallbackInfo?.state === "CALLBACK_FAIL") ? mine : undefined;
+    },
+    { timeoutMs: 15000, intervalMs: 150, describe: () => host.describe("/wf/dlq-fail-fn", runId) },
+  );
+  assert.equal(entry.length, 1, `one entry per failed run, not one for its failure callback too: ${short(entry)}`);
+  assert.equal(entry[0].responseStatus, 500, short(entry[0]));
+  assert.equal(entry[0].workflowUrl, url);
+
+  const res = await client.dlq.retryFailureFunction({ dlqId: entry[0].dlqId });
+  assert.equal(res.workflowRunId, runId, short(res));
+  await waitFor("the failure function's second call", () => calls.length === 2, { describe: () => host.describe("/wf/dlq-fail-fn", runId) });
+  assert.deepEqual(calls.map((c) => c.failStatus), [500, 500], "both calls see the run's failed answer");
+  await waitFor("the callback state to become CALLBACK_SUCCESS", async () => {
+    const { messages } = await client.dlq.list({ filter: { workflowRunId: runId } });
+    return messages.find((m) => m.dlqId === entry[0].dlqId)?.failureCallbackInfo?.state === "CALLBACK_SUCCESS";
+  });
+});
