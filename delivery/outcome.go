@@ -33,6 +33,7 @@ func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan
 		p.log.ResponseBody = out.Response.Body
 	}
 	var failure *Message
+	retrying := false
 	switch {
 	case out.Verdict == Delivered:
 		p.log.State = storage.StateDelivered
@@ -42,6 +43,7 @@ func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan
 		if delay <= 0 {
 			delay = e.retryDelay(m)
 		}
+		retrying = true
 		p.next.Retried++
 		p.next.State = storage.StateRetry
 		p.next.DueAt = now.Add(delay).UnixNano()
@@ -67,8 +69,11 @@ func (e *Engine) planOutcome(m *Message, out Outcome, now time.Time) outcomePlan
 			failure = e.callbackMessage(m, spec, storage.KindFailureCallback, callbackPayloadFor(m, out, dlqID), now)
 		}
 	}
+	// A workflow's call reports to the workflow once, after its last attempt (as QStash
+	// does: the SDK would count each intermediate callback as a delivery of the route);
+	// a plain message's callback reports every attempt.
 	var cb *Message
-	if out.budget == nil {
+	if out.budget == nil && !(retrying && m.CallType == CallToCallback) {
 		cb = e.callbackOf(m, out, now)
 	}
 	if cb != nil && out.AI != nil {

@@ -92,5 +92,26 @@ test("call: with retries: 1 a failing first attempt is retried and the success r
   assert.deepEqual(res, { status: 200, body: "second attempt ok" });
   const ds = assertDeliveries(host, "/wf/callretry", runId);
   const cbs = ds.filter((d) => d.header("upstash-workflow-callback") === "true");
-  assert.ok(cbs.length >= 1 && cbs.length <= 2, `one callback per attempt at most: ${host.describe("/wf/callretry", runId)}`);
+  assert.equal(cbs.length, 1, `one callback, after the last attempt: ${host.describe("/wf/callretry", runId)}`);
+});
+
+test("call: with retries: 1 and both attempts failing, the workflow gets one callback with the last answer", { timeout: 45000 }, async (t) => {
+  const host = await Host.start(t);
+  const third = await Host.start(t);
+  const k = tag();
+  const denyUrl = third.plain("/deny", () => ({ status: 401, headers: { "content-type": "text/plain", "x-failing": k }, body: "failing request" }));
+  let res;
+  const url = host.workflow("/wf/callfail", async (ctx) => {
+    const r = await ctx.call("call-deny", { url: denyUrl, method: "PATCH", retries: 1, retryDelay: "100" });
+    res = await ctx.run("after", () => ({ status: r.status, body: r.body, failing: r.header["X-Failing"]?.[0] }));
+  });
+  const { workflowRunId: runId } = await client.trigger({ url, body: {}, retries: 0 });
+  await waitForRun(runId, { want: "RUN_SUCCESS", host, path: "/wf/callfail" });
+  assert.equal(third.deliveries("/deny").length, 2, "retries: 1 → two attempts");
+  assert.deepEqual(res, { status: 401, body: "failing request", failing: k });
+  const ds = assertDeliveries(host, "/wf/callfail", runId);
+  const cbs = ds.filter((d) => d.header("upstash-workflow-callback") === "true");
+  assert.equal(cbs.length, 1, `one callback, not one per attempt: ${host.describe("/wf/callfail", runId)}`);
+  // trigger, the call's step, the callback, the run's last step: four deliveries.
+  assert.equal(ds.length, 4, host.describe("/wf/callfail", runId));
 });
