@@ -102,13 +102,46 @@ func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, 
 		return fx, err
 	}
 	due, err := w.publishStepTx(tx, run.Parent.Template, step, now)
-	if errors.Is(err, ErrRunEnded) || errors.Is(err, storage.ErrNotFound) {
-		return fx, nil // the parent ended meanwhile: nobody to resume
+	if errors.Is(err, ErrRunEnded) {
+		// The parent ended meanwhile (a parallel branch failed it): nobody to resume, but
+		// its logs show what the invoke returned, as QStash's do.
+		return fx, w.recordEndedStepTx(tx, run.Parent.Template, step, now)
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		return fx, nil // the parent is gone: nobody to resume
 	}
 	if due != nil {
 		fx.add = append(fx.add, *due)
 	}
 	return fx, err
+}
+
+// recordEndedStepTx records a step in the history of a run that has ended, without a
+// delivery: the result of a child the run invoked, which ended after it.
+func (w *runs) recordEndedStepTx(tx *storage.Tx, template *Message, step []byte, now time.Time) error {
+	run, err := tx.Run(template.Project, template.RunID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	entry := &HistoryEntry{MessageID: w.ids.New(storage.PrefixMessage, now), Body: step, CallType: CallStep, CreatedAt: now.UnixMilli()}
+	if key := stepKey(step); key != "" {
+		if _, dup := tx.StepMessage(template.Project, run.ID, key); dup {
+			return nil
+		}
+		if err := tx.PutStepKey(template.Project, run.ID, key, entry.MessageID); err != nil {
+			return err
+		}
+	}
+	if err := w.appendHistoryTx(tx, template.Project, run, entry); err != nil {
+		if errors.Is(err, ErrRunLimit) {
+			return nil // a full history keeps what it has: the run has ended anyway
+		}
+		return err
+	}
+	return tx.PutRunCursor(template.Project, run)
 }
 
 // dropRunMessagesTx removes a run's pending messages (except keep) with their due entries,

@@ -12,10 +12,12 @@ import (
 // RunCursor is a position in the run listing.
 type RunCursor = storage.RunCursor
 
-// RunWithHistory is a run and its recorded history.
+// RunWithHistory is a run, its recorded history and its deliveries whose steps are not
+// recorded (run_pending.go).
 type RunWithHistory struct {
 	Run
 	History []HistoryEntry
+	Pending []PendingStep
 }
 
 // Run reads a run with its history.
@@ -29,7 +31,11 @@ func (e *Engine) Run(ctx context.Context, project, runID string) (*RunWithHistor
 		if err != nil {
 			return nil, err
 		}
-		return &RunWithHistory{Run: *run, History: h}, nil
+		pending, err := pendingStepsTx(tx, project, run)
+		if err != nil {
+			return nil, err
+		}
+		return &RunWithHistory{Run: *run, History: h, Pending: pending}, nil
 	})
 }
 
@@ -63,7 +69,11 @@ func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, cou
 			if err != nil {
 				return err
 			}
-			out = append(out, RunWithHistory{Run: r, History: h})
+			pending, err := pendingStepsTx(tx, project, &r)
+			if err != nil {
+				return err
+			}
+			out = append(out, RunWithHistory{Run: r, History: h, Pending: pending})
 		}
 		return nil
 	})

@@ -345,6 +345,9 @@ func TestInlineRefusals(t *testing.T) {
 
 			v := env.eventuallyRunState(t, runID, "RUN_FAILED")
 			require.Equal(t, append([]string{"Initial"}, tt.stored...), stepNames(v), "no step of the answer is stored")
+			last := v.Steps[len(v.Steps)-1]
+			require.Equal(t, "next", last.Type, "the failed delivery is the run's next step")
+			require.Equal(t, `"STEP_FAILED"`, string(last.Steps[0]["state"]))
 			dl := env.workflowDLQ(t, runID)
 			require.Len(t, dl, 1)
 			require.Equal(t, v.DLQID, dl[0].DLQID)
@@ -361,9 +364,13 @@ func TestInlineRefusals(t *testing.T) {
 }
 
 // stepNames lists a run log's step names ("Initial" for the payload).
+// stepNames lists a run log's recorded steps (not its "next" group of pending deliveries).
 func stepNames(v wire.RunLog) []string {
 	var out []string
 	for _, g := range v.Steps {
+		if g.Type == "next" {
+			continue
+		}
 		for _, s := range g.Steps {
 			if s.StepType() == "Initial" {
 				out = append(out, "Initial")

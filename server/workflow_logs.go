@@ -180,7 +180,7 @@ func toRunLogView(r *delivery.RunWithHistory) wire.RunLog {
 		RunID: r.ID, URL: r.URL, State: r.State,
 		CreatedAt: r.CreatedAt, CompletedAt: r.EndedAt,
 		Label: firstLabel(r.Labels), Labels: r.Labels, DLQID: r.DLQID,
-		Steps: stepGroups(r.History),
+		Steps: withPending(stepGroups(r.History), r.Pending),
 	}
 	if u := r.AIUsage; u != nil {
 		v.Usage = &wire.AIUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Tokens: u.Tokens, Cost: u.Cost}

@@ -128,8 +128,16 @@ export function loggedSteps(run) {
 
 export function allSteps(run) {
   const out = [];
-  for (const group of run?.steps ?? []) for (const s of group.steps ?? []) out.push({ ...s, groupType: group.type });
+  for (const group of run?.steps ?? []) {
+    if (group.type === "next") continue; // deliveries whose steps are not recorded: nextSteps
+    for (const s of group.steps ?? []) out.push({ ...s, groupType: group.type });
+  }
   return out;
+}
+
+/** The run log's "next" group entries: deliveries in progress, retrying, or the one that failed the run. */
+export function nextSteps(run) {
+  return (run?.steps ?? []).filter((g) => g.type === "next").flatMap((g) => g.steps ?? []);
 }
 
 /** Compact description of a run log (for failure messages). */
