@@ -7,6 +7,7 @@ import (
 
 	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -123,6 +124,13 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start,
 	}
 	if out.Verdict == Delivered && m.DetectTrigger && !answeredBySDK(out.Response.Header) {
 		out.Verdict, out.Fault, out.Response.Error, out.inline = Final, FaultDestination, nonWorkflowDestination, nil
+	}
+	if out.Verdict == Delivered && len(m.Header[wire.HeaderWorkflowUnknownSdk]) > 0 {
+		if waits, err := e.awaitsSDK(m); err != nil {
+			out.Verdict, out.Response.Error = Retryable, "reading the run: "+err.Error()
+		} else if waits {
+			out.Verdict, out.Fault, out.Response.Error, out.inline = Final, FaultDestination, notAdoptedBySDK, nil
+		}
 	}
 	if out.inline != nil {
 		out = e.prepareInline(m, out, e.now()) // inline.go

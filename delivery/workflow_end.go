@@ -22,6 +22,30 @@ const (
 // something that is not a workflow endpoint (feature WF_DetectTrigger).
 const nonWorkflowDestination = "detected a non-workflow destination for trigger/invoke. make sure you are sending the request to the correct endpoint"
 
+// notAdoptedBySDK is the error of a run triggered without an SDK whose first delivery was
+// answered with success but not adopted: the endpoint's SDK predates the protocol's
+// re-trigger (or it is no workflow endpoint), so the run could never go on.
+const notAdoptedBySDK = "trigger rest api is only usable with sdk versions after v1.0.0 major version"
+
+// awaitsSDK reports whether m's run, triggered without an SDK, still waits for its SDK to
+// adopt it. The SDK adopts the run (a committed publish) before it answers the delivery,
+// so a read after the answer sees it.
+func (e *Engine) awaitsSDK(m *Message) (bool, error) {
+	var waits bool
+	err := e.store.View(func(tx *storage.Tx) error {
+		run, err := tx.Run(m.Project, m.RunID)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		waits = run.Live() && run.AwaitingSDK
+		return nil
+	})
+	return waits, err
+}
+
 // prepare fills the fields Publish assigns to a new message.
 func prepare(m *Message, id string, now time.Time) {
 	m.ID = id

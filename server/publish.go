@@ -69,7 +69,7 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 		}
 		queue = q
 	}
-	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	body, err := readBody(c, h.cfg.bodyLimit(c.Request().Header))
 	if err != nil {
 		return err
 	}
@@ -187,8 +187,8 @@ func (h *publishHandlers) entryParts(e wire.BatchEntry) (http.Header, []byte, er
 	if err := checkHeaderMap("", header); err != nil {
 		return nil, nil, err
 	}
-	if int64(len(e.Body)) > h.cfg.MaxBodyBytes {
-		return nil, nil, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body exceeds the limit of %d bytes", h.cfg.MaxBodyBytes)}
+	if limit := h.cfg.bodyLimit(header); int64(len(e.Body)) > limit {
+		return nil, nil, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body exceeds the limit of %d bytes", limit)}
 	}
 	return header, []byte(e.Body), nil
 }
@@ -238,6 +238,15 @@ func (h *publishHandlers) messageFrom(o origin, header http.Header, dest string,
 
 func toPublishResponse(r delivery.PublishResult) wire.PublishResult {
 	return wire.PublishResult{MessageID: r.MessageID, URL: r.URL, Deduplicated: r.Deduplicated}
+}
+
+// bodyLimit is the body limit of a message with these headers: a workflow message's
+// (Upstash-Workflow-RunId set) is MaxWorkflowBodyBytes.
+func (c Config) bodyLimit(h http.Header) int64 {
+	if h.Get(wire.HeaderWorkflowRunID) != "" {
+		return max(c.MaxWorkflowBodyBytes, c.MaxBodyBytes)
+	}
+	return c.MaxBodyBytes
 }
 
 // readBody reads the request body up to limit bytes; more is a 413.

@@ -19,8 +19,14 @@ import (
 // Config configures the HTTP server. Zero fields take the documented defaults; negative
 // limits and timeouts are refused by New.
 type Config struct {
-	// MaxBodyBytes caps one message body (publish, enqueue, each batch entry). Default 1 MiB.
+	// MaxBodyBytes caps one message body (publish, enqueue, each batch entry). Default 1 MiB,
+	// QStash's Free plan's message size.
 	MaxBodyBytes int64
+	// MaxWorkflowBodyBytes caps the body of a workflow message instead: a run's trigger
+	// (also /v2/trigger) or a step it publishes (Upstash-Workflow-RunId set). Default 10
+	// MiB, QStash's Pay-as-you-go message size; a run's whole history has its own limit
+	// (delivery.Config.MaxRunHistoryBytes).
+	MaxWorkflowBodyBytes int64
 	// MaxBatchMessages caps the entries of one /v2/batch. Default 1,000.
 	MaxBatchMessages int
 	// MaxBatchBytes caps a whole /v2/batch request body. Default 16 MiB.
@@ -91,6 +97,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
+	if c.MaxWorkflowBodyBytes == 0 {
+		c.MaxWorkflowBodyBytes = 10 << 20
+	}
 	if c.MaxBatchMessages == 0 {
 		c.MaxBatchMessages = 1000
 	}
@@ -154,6 +163,7 @@ func (c Config) validate() error {
 		}
 	}
 	negative("MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes < 0)
+	negative("MaxWorkflowBodyBytes", c.MaxWorkflowBodyBytes, c.MaxWorkflowBodyBytes < 0)
 	negative("MaxBatchMessages", c.MaxBatchMessages, c.MaxBatchMessages < 0)
 	negative("MaxBatchBytes", c.MaxBatchBytes, c.MaxBatchBytes < 0)
 	negative("MaxRetries", c.MaxRetries, c.MaxRetries < 0)

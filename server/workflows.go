@@ -354,7 +354,7 @@ type triggerResponse struct {
 // gets the history with Upstash-Workflow-Unknown-Sdk and re-triggers itself.
 func (h *workflowHandlers) trigger(c echo.Context) error {
 	dest := rawDestination(c.Request(), "/v2/trigger/")
-	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	body, err := readBody(c, max(h.cfg.MaxWorkflowBodyBytes, h.cfg.MaxBodyBytes))
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,8 @@ type serverFlags struct {
 	MetricsToken string
 	AdminToken   string
 	MaxBodyBytes int64
+	// MaxWorkflowBodyBytes caps a workflow message's body (server.Config).
+	MaxWorkflowBodyBytes int64
 	// CheckpointBytes is the write-ahead log's checkpoint size (storage.Options).
 	CheckpointBytes int64
 	MaxInFlight     int
@@ -163,7 +165,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&f.DataDir, "data", e.str("DURATON_DATA", defData), "data directory holding duraton.db (DURATON_DATA)")
 	fs.StringVar(&f.LogLevel, "log-level", e.str("DURATON_LOG_LEVEL", "info"), "debug, info, warn or error (DURATON_LOG_LEVEL)")
 	fs.StringVar(&f.LogFormat, "log-format", e.str("DURATON_LOG_FORMAT", "text"), "text or json (DURATON_LOG_FORMAT)")
-	fs.Int64Var(&f.MaxBodyBytes, "max-body-bytes", e.int64("DURATON_MAX_BODY_BYTES", 1<<20), "largest message body accepted (DURATON_MAX_BODY_BYTES)")
+	fs.Int64Var(&f.MaxBodyBytes, "max-body-bytes", e.int64("DURATON_MAX_BODY_BYTES", 1<<20), "largest message body accepted; the default is QStash's Free plan's (DURATON_MAX_BODY_BYTES)")
+	fs.Int64Var(&f.MaxWorkflowBodyBytes, "max-workflow-body-bytes", e.int64("DURATON_MAX_WORKFLOW_BODY_BYTES", 10<<20), "largest body of a workflow message: a run's trigger or a step it publishes; the default is QStash's Pay-as-you-go plan's (DURATON_MAX_WORKFLOW_BODY_BYTES)")
 	fs.Int64Var(&f.CheckpointBytes, "checkpoint-bytes", e.int64("DURATON_CHECKPOINT_BYTES", 1<<20), "write-ahead log bytes between checkpoints into duraton.db; the log needs about five times this of disk and memory (DURATON_CHECKPOINT_BYTES)")
 	var maxInFlight int64
 	fs.Int64Var(&maxInFlight, "max-in-flight", e.int64("DURATON_MAX_IN_FLIGHT", 512), "concurrent delivery attempts (DURATON_MAX_IN_FLIGHT)")
@@ -221,6 +224,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	f.MaxInFlight, f.ProjectCeiling, f.ProjectShare, f.MaxFlowKeys = int(maxInFlight), int(ceiling), int(share), int(maxKeys)
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
+	}
+	if f.MaxWorkflowBodyBytes < 1 || f.MaxWorkflowBodyBytes > 64<<20 {
+		return f, fmt.Errorf("--max-workflow-body-bytes (DURATON_MAX_WORKFLOW_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxWorkflowBodyBytes)
 	}
 	if f.CheckpointBytes < 4<<10 || f.CheckpointBytes > 1<<30 {
 		return f, fmt.Errorf("--checkpoint-bytes (DURATON_CHECKPOINT_BYTES) must be between %d and %d, got %d", 4<<10, 1<<30, f.CheckpointBytes)

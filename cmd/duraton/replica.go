@@ -104,7 +104,7 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 			return nil
 		},
 		Self:         id,
-		MaxBodyBytes: max(f.MaxBodyBytes, 16<<20), // the largest body any route takes (a batch)
+		MaxBodyBytes: max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes, 16<<20), // the largest body any route takes (a batch)
 		Leader: func(ctx context.Context) (string, error) {
 			l, err := eng.Leader(ctx)
 			if err != nil || !l.Live || l.Holder == id {

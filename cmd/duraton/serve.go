@@ -206,20 +206,21 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		backup = store.Backup // on PostgreSQL, pg_dump does it
 	}
 	srv, err := server.New(server.Config{
-		MaxBodyBytes:     f.MaxBodyBytes,
-		HookRate:         float64(f.HookRate),
-		HookBurst:        int(5 * f.HookRate),
-		CheckDestination: d.policy.CheckURL,
-		Metrics:          d.mtr.Handler(f.MetricsToken),
-		Schedules:        sched,
-		URLGroups:        urlgroup.New(urlgroup.Config{}, store),
-		Native:           nat,
-		TokenlessProject: tokenlessProject(m, project.ID),
-		AdminToken:       f.AdminToken,
-		ForwardSecret:    d.forwardSecret,
-		Backup:           backup,
-		Console:          cons,
-		Logger:           log,
+		MaxBodyBytes:         f.MaxBodyBytes,
+		MaxWorkflowBodyBytes: f.MaxWorkflowBodyBytes,
+		HookRate:             float64(f.HookRate),
+		HookBurst:            int(5 * f.HookRate),
+		CheckDestination:     d.policy.CheckURL,
+		Metrics:              d.mtr.Handler(f.MetricsToken),
+		Schedules:            sched,
+		URLGroups:            urlgroup.New(urlgroup.Config{}, store),
+		Native:               nat,
+		TokenlessProject:     tokenlessProject(m, project.ID),
+		AdminToken:           f.AdminToken,
+		ForwardSecret:        d.forwardSecret,
+		Backup:               backup,
+		Console:              cons,
+		Logger:               log,
 	}, engine)
 	if err != nil {
 		return nil, err

@@ -39,3 +39,40 @@ test("REST trigger: a 3-step route runs to RUN_SUCCESS", { timeout: 45000 }, asy
   assert.ok(ds[0].header("upstash-workflow-unknown-sdk"), "the first delivery says the trigger had no SDK");
   assert.ok(ds.slice(1).every((d) => !d.header("upstash-workflow-unknown-sdk")), "only the first");
 });
+
+test("REST trigger with a 5 MiB payload (and the caller's own Unknown-Sdk header) runs to RUN_SUCCESS", { timeout: 60000 }, async (t) => {
+  const host = await Host.start(t);
+  let seenLen;
+  const url = host.workflow("/wf/rest-large", async (ctx) => {
+    const n = await ctx.run("measure", () => ctx.requestPayload.large.length);
+    seenLen = n;
+    return { n };
+  });
+  const large = "x".repeat(5 << 20);
+  const runId = `wfr_rest-large-${tag()}`;
+  const r = await api("POST", `/v2/trigger/${url}`, {
+    headers: { "Content-Type": "application/json", "Upstash-Workflow-RunId": runId, "Upstash-Workflow-Unknown-Sdk": "true", "Upstash-Retries": "0" },
+    body: JSON.stringify({ large }),
+  });
+  assert.equal(r.status, 201, r.text.slice(0, 300));
+  const run = await waitForRun(runId, { want: "RUN_SUCCESS", host, path: "/wf/rest-large", timeoutMs: 45000 });
+  assert.deepEqual(parseOut(run.workflowRunResponse), { n: 5 << 20 });
+  assert.equal(seenLen, 5 << 20);
+});
+
+test("REST trigger at an endpoint whose SDK does not adopt the run: RUN_FAILED with the protocol error", { timeout: 45000 }, async (t) => {
+  const host = await Host.start(t);
+  // An old SDK: it answers 200 with the protocol header but never re-publishes the init.
+  const url = host.plain("/old-sdk", () => ({ status: 200, headers: { "content-type": "application/json", "upstash-workflow-sdk-version": "1" }, body: "{}" }));
+  const runId = `wfr_rest-old-${tag()}`;
+  const r = await api("POST", `/v2/trigger/${url}`, {
+    headers: { "Content-Type": "application/json", "Upstash-Workflow-RunId": runId, "Upstash-Retries": "0" },
+    body: JSON.stringify({ data: 1 }),
+  });
+  assert.equal(r.status, 201, r.text);
+  const run = await waitForRun(runId, { want: "RUN_FAILED", host, path: "/old-sdk" });
+  assert.equal(run.steps.length, 2, JSON.stringify(run.steps).slice(0, 400));
+  assert.equal(run.steps[0].steps[0].state, "STEP_SUCCESS");
+  assert.equal(run.steps[1].type, "next");
+  assert.equal(run.steps[1].steps[0].errors?.[0]?.error, "trigger rest api is only usable with sdk versions after v1.0.0 major version");
+});
