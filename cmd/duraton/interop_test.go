@@ -157,7 +157,27 @@ func TestInteropTSWorkflowFromGo(t *testing.T) {
 		}
 		return map[string]any{"child": string(res.Body), "isFailed": res.IsFailed, "isCanceled": res.IsCanceled}, nil
 	}
-	wf := startInteropGoWorkflows(t, p, map[string]sdk.RouteFunc{"/wf/go-child": goChild, "/wf/go-parent": goParent})
+	// A three-step Go route for runs triggered over REST.
+	goThree := func(c *sdk.Context) (any, error) {
+		var in struct {
+			N int `json:"n"`
+		}
+		if err := c.DecodePayload(&in); err != nil {
+			return nil, fmt.Errorf("payload %q: %w", c.Payload(), err)
+		}
+		a, err := sdk.Run(c, "go-1", func() (int, error) { return in.N + 1, nil })
+		if err != nil {
+			return nil, err
+		}
+		b, err := sdk.Run(c, "go-2", func() (int, error) { return a * 10, nil })
+		if err != nil {
+			return nil, err
+		}
+		return sdk.Run(c, "go-3", func() (map[string]any, error) {
+			return map[string]any{"from": "go-three", "a": a, "b": b, "hdr": c.Headers.Get("X-Interop")}, nil
+		})
+	}
+	wf := startInteropGoWorkflows(t, p, map[string]sdk.RouteFunc{"/wf/go-child": goChild, "/wf/go-parent": goParent, "/wf/go-three": goThree})
 	host := startInteropHost(t, node, dir, p, "GO_CHILD_URL="+wf.URL+"/wf/go-child")
 	mu.Lock()
 	tsFlowURL = host.Base + "/wf/interop/ts-flow"
@@ -196,12 +216,12 @@ func TestInteropTSWorkflowFromGo(t *testing.T) {
 	// The same for a route served by the Go SDK.
 	t.Run("RESTTriggerRunsGoWorkflow", func(t *testing.T) {
 		runID := "wfr_rest-go-" + randomTag(t)
-		restTrigger(t, p, wf.URL+"/wf/go-child", runID, `{"n":4}`, "Upstash-Forward-X-Interop", "rest-go")
-		run := interopWaitRun(t, client, runID, "RUN_SUCCESS", func() string { return wf.describe("/wf/go-child") })
+		restTrigger(t, p, wf.URL+"/wf/go-three", runID, `{"n":4}`, "Upstash-Forward-X-Interop", "rest-go")
+		run := interopWaitRun(t, client, runID, "RUN_SUCCESS", func() string { return wf.describe("/wf/go-three") })
 		require.NotNil(t, run.Response, interopDescribeRun(run))
-		assert.JSONEq(t, `{"from":"go-child","tripled":12,"hdr":"rest-go"}`, *run.Response)
-		interopAssertSteps(t, run, []string{"go-triple"})
-		wf.assertAllOK(t, "/wf/go-child", runID)
+		assert.JSONEq(t, `{"from":"go-three","a":5,"b":50,"hdr":"rest-go"}`, *run.Response)
+		interopAssertSteps(t, run, []string{"go-1", "go-2", "go-3"})
+		wf.assertAllOK(t, "/wf/go-three", runID)
 	})
 
 	t.Run("GoWorkflowInvokesTSWorkflow", func(t *testing.T) {
