@@ -50,6 +50,21 @@ test("a step failing with WorkflowNonRetryableError: the next step failed with s
   assert.equal(run.steps.at(-1).type, "next", "the next group comes last");
 });
 
+test("a call over the retry quota: the publish is refused with 412, the SDK fails the run with 489", { timeout: 45000 }, async (t) => {
+  const host = await Host.start(t);
+  const target = host.plain("/never", () => ({ status: 200, body: "called" }));
+  const url = host.workflow("/wf/logs-quota", async (ctx) => {
+    await ctx.call("huge retry call", { url: target, method: "GET", retries: 1_000_000 });
+  });
+  const { workflowRunId: runId } = await client.trigger({ url, body: {}, retries: 0 });
+  const run = await waitForRun(runId, { want: "RUN_FAILED", host, path: "/wf/logs-quota" });
+  const next = nextSteps(run);
+  assert.equal(next.length, 1, describeRun(run));
+  assert.equal(next[0].state, "STEP_FAILED");
+  assert.equal(next[0].errors?.[0]?.status, 489, short(next[0]));
+  assert.equal(host.deliveries("/never").length, 0, "the call was never made");
+});
+
 test("a step throwing once retries are spent: the next step failed with status 500 and the step's name", { timeout: 45000 }, async (t) => {
   const host = await Host.start(t);
   const k = tag();
