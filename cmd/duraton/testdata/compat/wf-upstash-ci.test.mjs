@@ -318,4 +318,103 @@ describe("Upstash's workflow CI and integration routes", { concurrency: true }, 
     }
     await assertSettledCount(host, "/auth-custom", 9); // Upstash's route has no "keep" step: 8
   });
+  test("invoke with a workflowRunId and a label; call with a workflow starts a run and answers its id; two invokes in parallel", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const mount = (id, fn) => {
+      host.workflow(`/invoke/${id}`, fn);
+      return { routeFunction: fn, options: {}, workflowId: id };
+    };
+    const childId = `child-${tag()}`;
+    let child;
+    const branchOne = mount("branchOne", async (ctx) => {
+      await ctx.run("one", () => "x");
+      return { "branch-one": "result" };
+    });
+    const branchTwo = mount("branchTwo", async (ctx) => {
+      await ctx.sleep("wait", 1);
+      return "branch-two-result";
+    });
+    const second = mount("second", async (ctx) => {
+      child = { payload: ctx.requestPayload, header: ctx.headers.get("invoke-header"), runId: ctx.workflowRunId, label: ctx.label };
+      const both = await Promise.all([
+        ctx.invoke("invoke branch one", { workflow: branchOne, body: 1 }),
+        ctx.invoke("invoke branch two", { workflow: branchTwo, body: 2 }),
+      ]);
+      return both.map((r) => r.body);
+    });
+    let asyncRan = 0;
+    const fourth = mount("fourth", async (ctx) => {
+      await ctx.run("mock", () => asyncRan++);
+    });
+    let parent;
+    const url = host.workflow("/invoke/first", async (ctx) => {
+      const invoked = await ctx.invoke("invoking other", {
+        workflow: second,
+        body: "invoke-payload",
+        headers: { "invoke-header": "invoke-header-value" },
+        workflowRunId: childId,
+        label: "invoke-label",
+      });
+      const started = await ctx.call("call workflow", { workflow: fourth, body: "invoke-payload", retries: 0 });
+      parent = await ctx.run("keep", () => ({ invoked, started: { status: started.status, runId: started.body?.workflowRunId } }));
+    });
+    const { workflowRunId: runId } = await client.trigger({ url, body: 123 });
+    await waitForRun(runId, { want: "RUN_SUCCESS", host, path: "/invoke/first", timeoutMs: 40000, extra: () => host.describe("/invoke/second") });
+    assert.deepEqual(child, { payload: "invoke-payload", header: "invoke-header-value", runId: `wfr_${childId}`, label: "invoke-label" });
+    assert.deepEqual(parent.invoked, { body: [{ "branch-one": "result" }, "branch-two-result"], isFailed: false, isCanceled: false });
+    assert.equal(parent.started.status, 200, short(parent.started));
+    assert.equal(typeof parent.started.runId, "string", short(parent.started));
+    await waitForRun(parent.started.runId, { want: "RUN_SUCCESS" });
+    assert.ok(asyncRan >= 1, "the run started by call with a workflow ran");
+  });
+
+  test("the same workflowRunId triggered again after the run ended runs again and is logged as a new run", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const id = `same-run-id-${tag()}`;
+    let runs = 0;
+    const url = host.workflow("/same-run-id", async (ctx) => {
+      const [one, two] = await Promise.all([ctx.run("parallel run one", () => "one"), ctx.run("parallel run two", () => "two")]);
+      await ctx.sleep("sleep", 1);
+      await ctx.run("last", () => {
+        runs++;
+        return `${one}:${two}`;
+      });
+    });
+    const first = await client.trigger({ url, workflowRunId: id, body: { input: "x" }, retries: 0 });
+    const run1 = await waitForRun(first.workflowRunId, { want: "RUN_SUCCESS", host, path: "/same-run-id" });
+    const second = await client.trigger({ url, workflowRunId: id, body: { input: "x" }, retries: 0 });
+    assert.equal(second.workflowRunId, first.workflowRunId);
+    const run2 = await waitFor("a second run under the same id", async () => {
+      const r = await api("GET", `/v2/workflows/logs?workflowRunId=${encodeURIComponent(first.workflowRunId)}`);
+      return (r.json?.runs ?? []).find((x) => x.workflowRunCreatedAt > run1.workflowRunCreatedAt && x.workflowState === "RUN_SUCCESS");
+    }, { describe: () => host.describe("/same-run-id") });
+    const names = run2.steps.flatMap((g) => g.steps.map((s) => s.stepName)).filter((n) => n !== "init").sort();
+    assert.deepEqual(names, ["last", "parallel run one", "parallel run two", "sleep"]);
+    assert.equal(runs, 2, "the route's last step ran once per run");
+  });
+  test("webhooks: an uncalled one times out; one called (by a context.call target) before the wait still resumes it; 8 requests from client.trigger", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const caller = await Host.start(t);
+    const callerUrl = caller.plain("/caller", async ({ body }) => {
+      const { webhookUrl } = JSON.parse(body);
+      const r = await fetch(webhookUrl, { method: "PATCH", headers: { "content-type": "application/json", "webhook-test-header": "webhook-test-value" }, body: JSON.stringify({ test: "webhook-body" }) });
+      return { status: r.ok ? 200 : 502, body: `webhook answered ${r.status}` };
+    });
+    let out;
+    const url = host.workflow("/webhook", async (ctx) => {
+      const timeoutHook = await ctx.createWebhook("timeout webhook");
+      const timedOut = await ctx.waitForWebhook("wait for timeout webhook", timeoutHook, "1s");
+      const webhook = await ctx.createWebhook("create webhook");
+      const called = await ctx.call("call webhook caller", { url: callerUrl, method: "POST", body: JSON.stringify({ webhookUrl: webhook.webhookUrl }) });
+      const res = await ctx.waitForWebhook("wait for webhook", webhook, "30s");
+      const got = res.timeout ? undefined : { url: res.request.url, method: res.request.method, header: res.request.headers.get("webhook-test-header"), body: await res.request.json() };
+      out = await ctx.run("verify complete", () => ({ timedOut: { timeout: timedOut.timeout, request: timedOut.request ?? null }, called: called.status, hook: webhook.webhookUrl, got }));
+    });
+    const { workflowRunId: runId } = await client.trigger({ url, body: { test: "webhook-payload" }, headers: { "test-header-webhook": "webhook-header-value" } });
+    await waitForRun(runId, { want: "RUN_SUCCESS", host, path: "/webhook" });
+    assert.deepEqual(out.timedOut, { timeout: true, request: null });
+    assert.equal(out.called, 200);
+    assert.deepEqual(out.got, { url: out.hook, method: "PATCH", header: "webhook-test-value", body: { test: "webhook-body" } });
+    await assertSettledCount(host, "/webhook", 8);
+  });
 });
