@@ -11,6 +11,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Client as QStashClient } from "@upstash/qstash";
+import { WorkflowMiddleware } from "@upstash/workflow";
 import { Host, newWfClient, env, api, tag, short, waitFor, waitForRun, sleep } from "./wflib.mjs";
 
 const client = newWfClient();
@@ -416,5 +417,76 @@ describe("Upstash's workflow CI and integration routes", { concurrency: true }, 
     assert.equal(out.called, 200);
     assert.deepEqual(out.got, { url: out.hook, method: "PATCH", header: "webhook-test-value", body: { test: "webhook-body" } });
     await assertSettledCount(host, "/webhook", 8);
+  });
+  test("middleware callbacks of invoked runs: not a first invocation, one submit per step, deleted at the end", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const logs = new Map(); // run id → log lines
+    const push = (runId, line) => {
+      if (!runId) return;
+      if (!logs.has(runId)) logs.set(runId, []);
+      logs.get(runId).push(line);
+    };
+    const middleware = new WorkflowMiddleware({
+      name: "record",
+      callbacks: {
+        runStarted: ({ context }) => push(context.workflowRunId, "runStarted"),
+        runCompleted: ({ context, result }) => push(context.workflowRunId, `runCompleted:${JSON.stringify(result)}`),
+        beforeExecution: ({ context, stepName }) => push(context.workflowRunId, `beforeExecution:${stepName}`),
+        afterExecution: ({ context, stepName }) => push(context.workflowRunId, `afterExecution:${stepName}`),
+        onError: ({ workflowRunId, error }) => push(workflowRunId, `onError:${error.message}`),
+        onWarning: ({ workflowRunId, warning }) => push(workflowRunId, `onWarning:${warning}`),
+        onInfo: ({ workflowRunId, info }) => push(workflowRunId, `onInfo:${info}`),
+      },
+    });
+    const third = await Host.start(t);
+    const called = third.plain("/called", () => ({ status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify({ message: "middleware-logs-endpoint-result" }) }));
+    const mount = (id, fn) => {
+      host.workflow(`/mw/${id}`, fn, { middlewares: [middleware] });
+      return { routeFunction: fn, options: { middlewares: [middleware] }, workflowId: id };
+    };
+    const runAndSleep = mount("runAndSleep", async (ctx) => {
+      await ctx.run("run step", () => "run-result");
+      await ctx.sleep("sleep step", 1);
+      return { result: "runAndSleep-complete", workflowRunId: ctx.workflowRunId };
+    });
+    const callWf = mount("call", async (ctx) => {
+      const { status, body } = await ctx.call("call step", { url: called, method: "GET" });
+      return { result: `call-${status}-${body.message}`, workflowRunId: ctx.workflowRunId };
+    });
+    const waitWf = mount("wait", async (ctx) => {
+      const { timeout } = await ctx.waitForEvent("wait for event", `never-${tag()}`, { timeout: 1 });
+      return { result: `wait-${timeout}`, workflowRunId: ctx.workflowRunId };
+    });
+    let results;
+    const url = host.workflow("/mw/main", async (ctx) => {
+      const a = await ctx.invoke("invoke runAndSleep", { workflow: runAndSleep, body: "test" });
+      const b = await ctx.invoke("invoke call", { workflow: callWf, body: "test" });
+      const c = await ctx.invoke("invoke waitForEvent", { workflow: waitWf, body: "test" });
+      results = [a.body, b.body, c.body];
+    }, { middlewares: [middleware] });
+    const { workflowRunId: runId } = await client.trigger({ url, body: "middleware-test-payload", retries: 0 });
+    await waitForRun(runId, { want: "RUN_SUCCESS", host, path: "/mw/main", timeoutMs: 40000 });
+    assert.deepEqual(results.map((r) => r.result), ["runAndSleep-complete", "call-200-middleware-logs-endpoint-result", "wait-true"]);
+
+    const first = "onInfo:Run id identified. isFirstInvocation: false, unknownSdk: false";
+    const done = "onInfo:Workflow endpoint execution completed successfully.";
+    const ending = (id, result) => [`runCompleted:${JSON.stringify(result)}`, `onInfo:Deleting workflow run ${id} from QStash.`, `onInfo:Workflow run ${id} deleted from QStash successfully.`, done];
+    const submitted = (name) => new RegExp(`^onInfo:Submitted step "${name}" with messageId: \\S+\\.$`);
+    const expected = {
+      [results[0].workflowRunId]: [first, "runStarted", "beforeExecution:run step", submitted("run step"), done, first, "afterExecution:run step", "beforeExecution:sleep step", submitted("sleep step"), done, first, "afterExecution:sleep step", ...ending(results[0].workflowRunId, results[0])],
+      [results[1].workflowRunId]: [first, "runStarted", "beforeExecution:call step", submitted("call step"), done, first, "afterExecution:call step", ...ending(results[1].workflowRunId, results[1])],
+      [results[2].workflowRunId]: [first, "runStarted", "beforeExecution:wait for event", done, first, "afterExecution:wait for event", ...ending(results[2].workflowRunId, results[2])],
+    };
+    for (const [id, want] of Object.entries(expected)) {
+      await waitFor(`the last log line of ${id}`, () => (logs.get(id) ?? []).length >= want.length, { describe: () => short(logs.get(id), 2000) });
+      const got = [...logs.get(id)];
+      assert.equal(got.length, want.length, `${id}: ${short(got, 3000)}`);
+      // The end of one request and the start of the next may interleave: compare as multisets.
+      for (const w of want) {
+        const i = got.findIndex((g) => (w instanceof RegExp ? w.test(g) : g === w));
+        assert.ok(i >= 0, `${id}: no log line ${w} in ${short(got, 3000)}`);
+        got.splice(i, 1);
+      }
+    }
   });
 });
