@@ -7,7 +7,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Client, Receiver } from "@upstash/qstash";
 import { serve } from "@upstash/qstash/workflow";
-import { Host, env, sleep, waitFor } from "./wflib.mjs";
+import { Host, env, sleep, tag, waitFor, waitForRun } from "./wflib.mjs";
 
 const qstashClient = new Client({ baseUrl: env.url, token: env.token });
 
@@ -153,5 +153,32 @@ describe("@upstash/qstash/workflow serve() as Upstash's qstash-js integration te
     });
     assert.equal(result.post, `called POST 'third-party-result' 'post-header-value-x' '"post-payload"'`);
     assert.equal(result.get, "called GET 'third-party-result' 'get-header-value-x'");
+  });
+  test("client.workflow.cancel of a live run answers true and ends it; an unknown run is a 404 naming it", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const url = host.url("/cancel");
+    const receiver = new Receiver({ currentSigningKey: env.currentSigningKey, nextSigningKey: env.nextSigningKey });
+    let after = false;
+    host.routes.set("/cancel", {
+      kind: "workflow",
+      handler: serve(async (ctx) => {
+        await ctx.run("step1", async () => "one");
+        await ctx.sleep("long", 60);
+        after = true;
+      }, { qstashClient, url, receiver }),
+    });
+    await qstashClient.publishJSON({ url, body: "x" });
+    const runId = await waitFor("the run id", () => host.deliveries("/cancel").find((d) => d.runId)?.runId);
+    // Wait until the sleep is planned: the delivery of step1's result has been answered.
+    await waitFor("the sleep to be planned", () => host.deliveries("/cancel").filter((d) => d.status === 200).length >= 3, { describe: () => host.describe("/cancel") });
+    assert.equal(await qstashClient.workflow.cancel(runId), true);
+    await waitForRun(runId, { want: "RUN_CANCELED" });
+    const unknown = `wfr-${tag()}`;
+    await assert.rejects(qstashClient.workflow.cancel(unknown), (e) => {
+      assert.equal(e.status, 404, e.message);
+      assert.ok(e.message.includes(unknown), `the error names the run: ${e.message}`);
+      return true;
+    });
+    assert.equal(after, false);
   });
 });
