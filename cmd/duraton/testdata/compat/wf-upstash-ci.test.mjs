@@ -489,4 +489,52 @@ describe("Upstash's workflow CI and integration routes", { concurrency: true }, 
       }
     }
   });
+  test("waitForEvent in parallel with a context.call whose target notifies; a call to a serve() endpoint starts a run that notifies with text, then an object", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const k = tag();
+    const cfg = { sdkEventId: `sdk-event-${k}`, textEventId: `text-event-${k}`, objectEventId: `object-event-${k}` };
+    const notifier = host.plain("/notifier", async ({ body }) => {
+      const { sdkEventId } = JSON.parse(body);
+      setTimeout(() => client.notify({ eventId: sdkEventId, eventData: "notified-by-sdk" }).catch(() => {}), 1000);
+      return { status: 200, body: "notifying..." };
+    });
+    let notifierDone = false;
+    const notifierWorkflow = host.workflow("/notifier-workflow", async (ctx) => {
+      for (const [id, data] of [[ctx.requestPayload.textEventId, "text-event-data"], [ctx.requestPayload.objectEventId, { event: "object-event-data" }]]) {
+        let notified = false;
+        for (let i = 1; i <= 3 && !notified; i++) {
+          await ctx.sleep(`sleeping before ${id} ${i}/3`, 1);
+          const { notifyResponse } = await ctx.notify(`notify ${id} ${i}/3`, id, data);
+          notified = notifyResponse.length > 0;
+        }
+        if (!notified) throw new Error(`nobody waited for ${id}`);
+      }
+      await ctx.run("done", () => (notifierDone = true));
+    }, { retries: 0 });
+    let out;
+    const url = host.workflow("/wait-for-event", async (ctx) => {
+      const first = await ctx.waitForEvent("wait for event which should timeout", `random-event-${k}`, { timeout: 1 });
+      const [sdkCall, sdkWait] = await Promise.all([
+        ctx.call("start notifying endpoint", { url: notifier, method: "POST", body: JSON.stringify(cfg) }),
+        ctx.waitForEvent("wait sdk", cfg.sdkEventId, { timeout: 5 }),
+      ]);
+      const [textCall, textWait] = await Promise.all([
+        ctx.call("start notifying workflow", { url: notifierWorkflow, method: "POST", body: JSON.stringify(cfg) }),
+        ctx.waitForEvent("wait text", cfg.textEventId, { timeout: 10 }),
+      ]);
+      const objectWait = await ctx.waitForEvent("wait object", cfg.objectEventId, { timeout: 10 });
+      out = await ctx.run("keep", () => ({ first, sdkCall: [sdkCall.status, sdkCall.body], sdkWait, textCall: [textCall.status, typeof textCall.body?.workflowRunId], textWait, objectWait }));
+    }, { retries: 0 });
+    const { workflowRunId: runId } = await client.trigger({ url, body: "my-payload", headers: { "test-header-foo": "header-foo" } });
+    await waitForRun(runId, { want: "RUN_SUCCESS", host, path: "/wait-for-event", timeoutMs: 40000, extra: () => host.describe("/notifier-workflow") });
+    assert.deepEqual(out, {
+      first: { timeout: true }, // through the keep step's JSON: eventData undefined is dropped
+      sdkCall: [200, "notifying..."],
+      sdkWait: { eventData: "notified-by-sdk", timeout: false },
+      textCall: [200, "string"],
+      textWait: { eventData: "text-event-data", timeout: false },
+      objectWait: { eventData: { event: "object-event-data" }, timeout: false },
+    });
+    await waitFor("the notifying workflow to finish", () => notifierDone, { describe: () => host.describe("/notifier-workflow") });
+  });
 });
