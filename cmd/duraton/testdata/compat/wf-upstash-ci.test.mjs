@@ -537,4 +537,23 @@ describe("Upstash's workflow CI and integration routes", { concurrency: true }, 
     });
     await waitFor("the notifying workflow to finish", () => notifierDone, { describe: () => host.describe("/notifier-workflow") });
   });
+  test("a context.call beyond the retries limit (412) fails the run without retries: the failureFunction gets 489, alone or in parallel", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const third = await Host.start(t);
+    const target = third.plain("/ok", () => ({ status: 200, body: "ok" }));
+    for (const parallel of [false, true]) {
+      const path = `/quota-${parallel ? "parallel" : "single"}`;
+      let failure;
+      const url = host.workflow(path, async (ctx) => {
+        const huge = ctx.call("huge retry call", { url: target, method: "GET", retries: 1_000_000 });
+        await (parallel ? Promise.all([ctx.call("normal call", { url: target, method: "GET", retries: 0 }), huge]) : huge);
+      }, { failureFunction: ({ failStatus, failResponse }) => (failure = { failStatus, failResponse }) });
+      const { workflowRunId: runId } = await client.trigger({ url, body: "test", retries: 0 });
+      await waitForRun(runId, { want: "RUN_FAILED", host, path });
+      await waitFor(`the failureFunction of ${path}`, () => failure, { describe: () => host.describe(path) });
+      assert.equal(failure.failStatus, 489, short(failure));
+      assert.match(failure.failResponse, /retries/i, short(failure));
+    }
+    assert.equal(third.deliveries("/ok").filter((d) => d.header("upstash-retries") === "1000000").length, 0, "the refused call never reaches the target");
+  });
 });
