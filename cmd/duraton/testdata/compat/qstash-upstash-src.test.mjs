@@ -8,6 +8,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { openai, anthropic, custom } from "@upstash/qstash";
 import { newClient, startEndpoint, waitFor, tag, rejectsWithStatus, env } from "./lib.mjs";
 
 const client = newClient();
@@ -432,4 +433,38 @@ test("a message that fails past its retries calls its failure callback", { timeo
   assert.equal(body.sourceMessageId, r.messageId);
   assert.equal(ep.at("/fails").length, 2, "retries: 1 is two attempts");
   assert.ok(env.url);
+});
+
+// Upstash's chat tests publish, batch and enqueue LLM requests and check only the message ids
+// (their answers need the provider, a key and the internet). Here the messages are delayed
+// and cancelled: what is checked is where they would go, and with which headers.
+test("llm api: publish, batch and enqueue to OpenAI, Anthropic and a custom provider address the provider with its auth headers", { timeout: 30000 }, async (t) => {
+  const ep = await startEndpoint(t);
+  const ids = [];
+  t.after(() => client.messages.cancel(ids).catch(() => {}));
+  const body = { model: "gpt-3.5-turbo", messages: [{ role: "user", content: "hello" }] };
+  const cases = [
+    [openai({ token: "sk-test" }), "https://api.openai.com/v1/chat/completions", { Authorization: "Bearer sk-test" }],
+    [anthropic({ token: "ak-test" }), "https://api.anthropic.com/v1/messages", { "X-Api-Key": "ak-test" }],
+    [custom({ baseUrl: `${ep.url}/llm`, token: "ck-test" }), `${ep.url}/llm/v1/chat/completions`, { Authorization: "Bearer ck-test" }],
+  ];
+  const queueName = `llm-${tag()}`;
+  t.after(() => client.queue({ queueName }).delete().catch(() => {}));
+  await client.queue({ queueName }).upsert({ parallelism: 1, paused: true });
+  for (const [provider, url, auth] of cases) {
+    const api = { name: "llm", provider };
+    const published = await client.publishJSON({ api, body, callback: `${ep.url}/cb`, delay: 3600 });
+    const [batched] = await client.batchJSON([{ api, body, callback: `${ep.url}/cb`, delay: 3600 }]);
+    const enqueued = await client.queue({ queueName }).enqueueJSON({ api, body, callback: `${ep.url}/cb` });
+    for (const { messageId } of [published, batched, enqueued]) {
+      ids.push(messageId);
+      const m = await client.messages.get(messageId);
+      assert.equal(m.url, url, `message ${messageId}`);
+      assert.equal(m.callback, `${ep.url}/cb`);
+      const h = headersOf(m);
+      for (const [k, v] of Object.entries(auth)) assert.equal(h.get(k), v, `${url}: ${k}`);
+      assert.deepEqual(JSON.parse(m.body), body);
+    }
+  }
+  assert.equal(ep.deliveries.length, 0);
 });
