@@ -248,7 +248,9 @@ describe("Upstash's workflow CI and integration routes", { concurrency: true }, 
       await publishStart(url, "my-payload");
       let answer;
       if (notify) {
-        await sleep(2500); // leave the first wait to time out
+        // Notify only once the first wait (same event id) has timed out: its timeout delivery
+        // (the third request) has been answered.
+        await waitFor("the first wait to time out", () => host.deliveries(path).filter((d) => d.status).length >= 3, { describe: () => host.describe(path) });
         answer = await waitFor(`a waiter for ${eventId}`, async () => {
           const r = await client.notify({ eventId, eventData: "notify-body" });
           return r.length ? r : undefined;
