@@ -468,3 +468,80 @@ test("llm api: publish, batch and enqueue to OpenAI, Anthropic and a custom prov
   }
   assert.equal(ep.deliveries.length, 0);
 });
+
+test("logs: filter by one label, by several labels or urls (OR), by host and by path; no cursor on the last page", { timeout: 30000 }, async (t) => {
+  const ep = await startEndpoint(t);
+  const k = tag();
+  const ids = [];
+  t.after(() => client.messages.cancel(ids).catch(() => {}));
+  const pub = async (req) => {
+    const { messageId } = await client.publish({ body: "x", delay: "10d", ...req });
+    ids.push(messageId);
+    return messageId;
+  };
+  // Single-label messages only: what a multi-label message reports as `label` is another test.
+  const [lA, lB, lC] = ["a", "b", "c"].map((x) => `or-${x}-${k}`);
+  const mA = await pub({ url: `${ep.url}/l/a-${k}`, label: lA });
+  const mB = await pub({ url: `${ep.url}/l/b-${k}`, label: lB });
+  const mC = await pub({ url: `${ep.url}/l/c-${k}`, label: lC });
+  // Two hosts: 127.0.0.1 and localhost name the same endpoint.
+  const localhost = ep.url.replace("127.0.0.1", "localhost");
+  const mHost = await pub({ url: `${localhost}/l/host-${k}` });
+
+  const logIds = async (filter) => new Set((await client.logs({ filter })).logs.map((l) => l.messageId));
+
+  const one = await client.logs({ filter: { label: lA } });
+  assert.ok(one.logs.length > 0);
+  assert.ok(one.logs.every((l) => l.label === lA && l.messageId === mA), JSON.stringify(one.logs));
+
+  let got = await logIds({ label: [lA, lB] });
+  assert.ok(got.has(mA) && got.has(mB) && !got.has(mC), `labels OR: ${[...got]}`);
+  got = await logIds({ url: [`${ep.url}/l/a-${k}`, `${ep.url}/l/c-${k}`] });
+  assert.ok(got.has(mA) && got.has(mC) && !got.has(mB), `urls OR: ${[...got]}`);
+  // The host of a URL with a port is host:port (Upstash's test uses URLs without one).
+  const lhost = new URL(localhost).host;
+  got = await logIds({ host: lhost });
+  assert.ok(got.has(mHost) && !got.has(mA), `host: ${[...got]}`);
+  got = await logIds({ path: `/l/b-${k}` });
+  assert.deepEqual([...got], [mB], "path");
+
+  const none = await client.logs({ filter: { label: `non-existent-label-${k}` } });
+  assert.deepEqual(none.logs, []);
+  assert.equal(none.cursor, undefined, "no cursor (not an empty string) on the last page");
+});
+
+test("messages.cancel: by several flow-control keys (OR), by path (one or several) and by host; one id answers cancelled 1", { timeout: 30000 }, async (t) => {
+  const ep = await startEndpoint(t);
+  const k = tag();
+  const pub = async (req) => (await client.publish({ body: "hello", delay: "10d", ...req })).messageId;
+  const gone = async (id) => rejectsWithStatus(client.messages.get(id), 404, `get of cancelled ${id}`);
+
+  const [kA, kB, kC] = ["a", "b", "c"].map((x) => `cancel-multi-fc-${x}-${k}`);
+  const fc = [];
+  for (const key of [kA, kB, kC]) fc.push(await pub({ url: `${ep.url}/fc`, flowControl: { key, parallelism: 1 } }));
+  assert.equal((await client.messages.cancel({ filter: { flowControlKey: [kA, kB] } })).cancelled, 2);
+  await gone(fc[0]);
+  await gone(fc[1]);
+  assert.equal((await client.messages.get(fc[2])).flowControlKey, kC, "the third key survives");
+  assert.equal((await client.messages.cancel({ filter: { flowControlKey: kC } })).cancelled, 1);
+
+  const paths = ["a", "b", "c"].map((x) => `/cancel-path-${x}-${k}`);
+  const byPath = [];
+  for (const p of paths) byPath.push(await pub({ url: `${ep.url}${p}` }));
+  assert.equal((await client.messages.cancel({ filter: { path: [paths[0], paths[1]] } })).cancelled, 2);
+  await gone(byPath[0]);
+  await gone(byPath[1]);
+  assert.equal((await client.messages.get(byPath[2])).url, `${ep.url}${paths[2]}`);
+  assert.equal((await client.messages.cancel({ filter: { path: paths[2] } })).cancelled, 1);
+
+  const localhost = ep.url.replace("127.0.0.1", "localhost");
+  const onIp = await pub({ url: `${ep.url}/cancel-host-${k}` });
+  const onName = await pub({ url: `${localhost}/cancel-host-${k}` });
+  assert.equal((await client.messages.cancel({ filter: { host: new URL(localhost).host, path: `/cancel-host-${k}` } })).cancelled, 1);
+  await gone(onName);
+  assert.equal((await client.messages.get(onIp)).url, `${ep.url}/cancel-host-${k}`, "the other host survives");
+
+  const single = await client.messages.cancel(onIp);
+  assert.equal(single.cancelled, 1);
+  assert.equal(ep.deliveries.length, 0);
+});
