@@ -558,4 +558,33 @@ describe("Upstash's workflow CI and integration routes", { concurrency: true }, 
     }
     assert.equal(third.deliveries("/ok").filter((d) => d.header("upstash-retries") === "1000000").length, 0, "the refused call never reaches the target");
   });
+  test("workflow logs: filter by several labels or workflow urls (OR), by host and by path", { timeout: 45000 }, async (t) => {
+    const host = await Host.start(t);
+    const k = tag();
+    const route = async (ctx) => {
+      await ctx.run("never", () => "delayed a minute");
+    };
+    const [urlA, urlB, urlC] = ["a", "b", "c"].map((x) => host.workflow(`/logs-${x}-${k}`, route));
+    const other = host.url(`/logs-host-${k}`).replace("127.0.0.1", "localhost");
+    host.workflow(`/logs-host-${k}`, route);
+    // Single-label runs: what a run with several labels reports as `label` is another test.
+    const [lA, lB, lC] = ["a", "b", "c"].map((x) => `or-${x}-${k}`);
+    const start = (url, label) => client.trigger({ url, delay: "1m", ...(label ? { label } : {}) }).then((r) => r.workflowRunId);
+    const rA = await start(urlA, lA);
+    const rB = await start(urlB, lB);
+    const rC = await start(urlC, lC);
+    const rHost = await start(other);
+    t.after(() => client.cancel({ ids: [rA, rB, rC, rHost] }).catch(() => {}));
+
+    const ids = async (filter) => new Set((await client.logs({ filter })).runs.map((r) => r.workflowRunId));
+    let got = await ids({ label: [lA, lB] });
+    assert.ok(got.has(rA) && got.has(rB) && !got.has(rC), `labels OR: ${[...got]}`);
+    got = await ids({ workflowUrl: [urlA, urlC] });
+    assert.ok(got.has(rA) && got.has(rC) && !got.has(rB), `workflow urls OR: ${[...got]}`);
+    got = await ids({ host: new URL(other).host }); // host:port, as the URL has a port
+    assert.ok(got.has(rHost) && !got.has(rA), `host: ${[...got]}`);
+    got = await ids({ path: `/logs-b-${k}` });
+    assert.deepEqual([...got], [rB], "path");
+    assert.equal(host.records.length, 0, "nothing was delivered yet (delay 1m)");
+  });
 });
