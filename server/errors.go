@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,7 +79,10 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			_ = c.NoContent(status)
 			return
 		}
-		_ = c.JSON(status, wire.ErrorBody{Error: msg})
+		// No trailing newline: the SDKs show the body as the error's message, and QStash's
+		// ends with the JSON (qstash-js's tests compare the whole message).
+		body, _ := json.Marshal(wire.ErrorBody{Error: msg}) // a struct of one string: it cannot fail
+		_ = c.Blob(status, echo.MIMEApplicationJSON, body)
 	}
 }
 

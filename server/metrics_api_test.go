@@ -174,7 +174,8 @@ func TestMetricsWorkflowRuns(t *testing.T) {
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/wfr_m_done", []byte(`"result"`), "Content-Type", "application/json")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	r = env.call(t, http.MethodDelete, "/v2/workflows/runs/wfr_m_done?cancel=true", nil)
-	require.Equal(t, http.StatusOK, r.Status, "ending an ended run changes nothing: %s", r.Body)
+	require.Equal(t, http.StatusNotFound, r.Status, "cancelling an ended run changes nothing: %s", r.Body)
+	require.Equal(t, `{"error":"workflowRun wfr_m_done not found"}`, strings.TrimSpace(string(r.Body)))
 
 	var m map[string]*dto.MetricFamily
 	eventually(t, "the failed run counted (after its commit)", func() bool {

@@ -527,7 +527,14 @@ func TestWorkflowAPITrigger(t *testing.T) {
 		return env.call(t, http.MethodPost, "/v2/trigger/"+url.PathEscape(dest), body, header...)
 	}
 	wfURL := ep.URL("/wf/trigger")
-	r := trigger(wfURL, []byte("payload"), "Upstash-Workflow-RunId", "wfr_t1")
+	// A live run's id is refused (this run waits an hour for its first delivery).
+	r := trigger(wfURL, nil, "Upstash-Workflow-RunId", "wfr_t0", "Upstash-Delay", "1h")
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r = trigger(wfURL, nil, "Upstash-Workflow-RunId", "wfr_t0")
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Contains(t, r.errorMessage(t), "already exists")
+
+	r = trigger(wfURL, []byte("payload"), "Upstash-Workflow-RunId", "wfr_t1")
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	res := decodeJSON[triggerResponse](t, r)
 	require.Equal(t, "wfr_t1", res.WorkflowRunID)
@@ -536,10 +543,8 @@ func TestWorkflowAPITrigger(t *testing.T) {
 	require.Equal(t, "true", d.Header.Get("Upstash-Workflow-Unknown-Sdk"))
 	require.Equal(t, "wfr_t1", d.Header.Get("Upstash-Workflow-Runid"))
 	require.Equal(t, []wire.HistoryEntry{{MessageID: res.MessageID, Body: []byte("payload"), CallType: "step"}}, history(t, d))
-
-	r = trigger(wfURL, nil, "Upstash-Workflow-RunId", "wfr_t1")
-	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
-	require.Contains(t, r.errorMessage(t), "already exists")
+	// This endpoint answers without adopting the run (no SDK re-trigger): the run fails.
+	require.Equal(t, "RUN_FAILED", env.eventuallyRunState(t, "wfr_t1", "RUN_FAILED").State)
 
 	r = trigger(wfURL, []byte("x"))
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
@@ -558,20 +563,32 @@ func TestWorkflowAPITrigger(t *testing.T) {
 func TestWorkflowAPITriggerAdoptedBySDK(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
-	ep := newSDKEndpoint(t)
+	// The endpoint answers the first delivery only once the test has adopted the run, as
+	// the SDK re-publishes the init before it answers.
+	adopted := make(chan struct{})
+	ep := &recorder{deliverytest.NewEndpoint(t, func(req *http.Request, _ int) (int, http.Header, string) {
+		if req.Header.Get("Upstash-Workflow-Unknown-Sdk") != "" {
+			select {
+			case <-adopted:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "ok"
+	})}
 	wfURL := ep.URL("/wf/adopt")
 	r := env.call(t, http.MethodPost, "/v2/trigger/"+url.PathEscape(wfURL), []byte(`{"n":1}`),
 		"Upstash-Workflow-RunId", "wfr_adopt", "Upstash-Retries", "1")
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	first := decodeJSON[triggerResponse](t, r)
-	require.Equal(t, "true", ep.waitMessage(t, first.MessageID).Header.Get("Upstash-Workflow-Unknown-Sdk"))
 
 	adopt := wfEntry("wfr_adopt", wfURL, true, `{"n":1}`, "upstash-workflow-trigger-by-sdk", "true",
 		"upstash-failure-callback", wfURL)
 	r = env.batchWF(t, adopt)
+	close(adopted)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	res := decodeJSON[[]wire.PublishResult](t, r)
 	require.False(t, res[0].Deduplicated, "the SDK's answer continues the run")
+	require.Equal(t, "true", ep.waitMessage(t, first.MessageID).Header.Get("Upstash-Workflow-Unknown-Sdk"))
 	d := ep.waitMessage(t, res[0].MessageID)
 	require.Empty(t, d.Header.Get("Upstash-Workflow-Unknown-Sdk"))
 	require.Equal(t, "1", d.Header.Get("Upstash-Workflow-Sdk-Version"))

@@ -72,7 +72,13 @@ func (h *workflowHandlers) endRun(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("cancel") == "true" {
-		if _, err := h.engine.CancelRun(c.Request().Context(), projectOf(c), id); err != nil {
+		// As QStash: a run that is not live (unknown, or ended already) is a 404 worded
+		// as the SDK's tests expect.
+		live, err := h.engine.CancelRun(c.Request().Context(), projectOf(c), id)
+		if errors.Is(err, delivery.ErrRunNotFound) || err == nil && !live {
+			return notFound("workflowRun %s not found", id)
+		}
+		if err != nil {
 			return err
 		}
 		return c.NoContent(http.StatusOK)
@@ -231,6 +237,14 @@ func toWaiterView(w *delivery.Waiter) wire.Waiter {
 	if w.OnTimeout != nil {
 		v.TimeoutURL = w.OnTimeout.URL
 		maps.Copy(v.TimeoutHeaders, w.OnTimeout.Header)
+	}
+	// Both deliveries are the run's: they carry its id, as QStash shows them.
+	if w.RunID != "" {
+		for _, h := range []http.Header{v.Headers, v.TimeoutHeaders} {
+			if len(h[wire.HeaderWorkflowRunID]) == 0 {
+				h[wire.HeaderWorkflowRunID] = []string{w.RunID}
+			}
+		}
 	}
 	return v
 }

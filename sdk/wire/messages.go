@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"unicode/utf8"
 )
@@ -152,12 +153,36 @@ type PublishResult struct {
 }
 
 // BatchEntry is one message of POST /v2/batch. Header names are lower-case, one value
-// per name (repeated values joined with ", "). An absent body is an empty one.
+// per name (repeated values joined with ", "). An absent body is an empty one; a body
+// that is JSON but not a string (an object, as @upstash/workflow's context.call sends one)
+// is that JSON's text.
 type BatchEntry struct {
 	Destination string            `json:"destination"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	Body        string            `json:"body,omitempty"`
 	Queue       string            `json:"queue,omitempty"`
+}
+
+// UnmarshalJSON reads an entry whose body may be any JSON value (see BatchEntry).
+func (e *BatchEntry) UnmarshalJSON(b []byte) error {
+	type plain BatchEntry
+	var aux struct {
+		plain
+		Body json.RawMessage `json:"body,omitempty"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*e = BatchEntry(aux.plain)
+	switch body := aux.Body; {
+	case len(body) == 0 || string(body) == "null":
+		e.Body = ""
+	case body[0] == '"':
+		return json.Unmarshal(body, &e.Body)
+	default:
+		e.Body = string(body)
+	}
+	return nil
 }
 
 // Queue is a named queue: its messages are delivered in order, at most Parallelism at

@@ -284,7 +284,8 @@ export class Host {
           const out = (await route.fn({ req, body: rec.body, rec })) ?? {};
           rec.status = out.status ?? 200;
           rec.respBody = out.body ?? "";
-          res.writeHead(rec.status, out.headers ?? {});
+          // With a length, not chunked, as a serverless platform answers.
+          res.writeHead(rec.status, { "content-length": String(Buffer.byteLength(rec.respBody)), ...(out.headers ?? {}) });
           res.end(rec.respBody);
           rec.doneAt = Date.now();
           return;
