@@ -52,15 +52,26 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return unauthorized("tokens are accepted only in the Authorization header")
 		}
 		token, ok := bearerToken(c.Request().Header.Get("Authorization"))
-		if !ok {
-			return a.failed(c, "missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
+		addr, hash := c.RealIP(), ""
+		if ok {
+			hash = TokenHash(token)
 		}
-		project, ok := a.project(c.Request().Context(), token)
-		if !ok {
-			return a.failed(c, "invalid token")
+		// A client over its failure budget is refused before its token is looked up,
+		// unless it is a token this client already worked with (authlimit.go).
+		if blocked, wait := a.limit.blocked(addr, hash); blocked {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+			return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
 		}
-		// A valid token is never refused: the failure limit is per address, and others
-		// behind the same address (NAT, proxy) may be the ones failing.
+		if !ok {
+			a.limit.fail(addr)
+			return unauthorized("missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
+		}
+		project, ok := a.project(c.Request().Context(), hash)
+		if !ok {
+			a.limit.fail(addr)
+			return unauthorized("invalid token")
+		}
+		a.limit.succeeded(addr, hash)
 		c.Set(projectKey, project)
 		return next(c)
 	}
@@ -85,22 +96,10 @@ func (a *authenticator) tokenless(project string) echo.MiddlewareFunc {
 	}
 }
 
-// failed answers a request that did not authenticate: 401, or 429 once its address used
-// up its failures.
-func (a *authenticator) failed(c echo.Context, msg string) error {
-	addr := c.RealIP()
-	if blocked, wait := a.limit.blocked(addr); blocked {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
-	}
-	a.limit.fail(addr)
-	return unauthorized(msg)
-}
-
-// project finds the project of a token. Hashing first makes the lookup independent of
-// the token's bytes, so comparing hashes by map lookup leaks nothing useful about it.
-func (a *authenticator) project(ctx context.Context, token string) (string, bool) {
-	hash := TokenHash(token)
+// project finds the project of a token by its hash. Hashing first makes the lookup
+// independent of the token's bytes, so comparing hashes by map lookup leaks nothing
+// useful about it.
+func (a *authenticator) project(ctx context.Context, hash string) (string, bool) {
 	a.mu.RLock()
 	project, ok := a.known[hash]
 	a.mu.RUnlock()

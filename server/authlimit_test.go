@@ -14,18 +14,18 @@ func TestFailedAuthLimiter(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	l := newFailedAuthLimiter(3, time.Minute, func() time.Time { return now })
 	for i := 0; i < 3; i++ {
-		blocked, _ := l.blocked("192.0.2.10")
+		blocked, _ := l.blocked("192.0.2.10", "")
 		require.False(t, blocked, "failure %d", i)
 		l.fail("192.0.2.10")
 	}
-	blocked, wait := l.blocked("192.0.2.10")
+	blocked, wait := l.blocked("192.0.2.10", "")
 	require.True(t, blocked)
 	require.Equal(t, time.Minute, wait)
-	blocked, _ = l.blocked("192.0.2.11")
+	blocked, _ = l.blocked("192.0.2.11", "")
 	require.False(t, blocked, "other addresses are not affected")
 
 	now = now.Add(time.Minute)
-	blocked, _ = l.blocked("192.0.2.10")
+	blocked, _ = l.blocked("192.0.2.10", "")
 	require.False(t, blocked, "the window passed")
 }
 
@@ -43,7 +43,7 @@ func TestFailedAuthLimiterHardening(t *testing.T) {
 		}
 		for i := range 50 {
 			l.fail(fmt.Sprintf("203.0.113.%d", i))
-			blocked, _ := l.blocked("198.51.100.7") // the attacker keeps trying
+			blocked, _ := l.blocked("198.51.100.7", "") // the attacker keeps trying
 			require.True(t, blocked, "after %d other addresses", i+1)
 			require.LessOrEqual(t, l.len(), 4, "the table is bounded")
 		}
@@ -55,26 +55,62 @@ func TestFailedAuthLimiterHardening(t *testing.T) {
 		for _, a := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff:ffff:ffff:9"} {
 			l.fail(a)
 		}
-		blocked, _ := l.blocked("2001:db8:1:2::abcd")
+		blocked, _ := l.blocked("2001:db8:1:2::abcd", "")
 		require.True(t, blocked, "the same /64")
-		blocked, _ = l.blocked("2001:db8:1:3::1")
+		blocked, _ = l.blocked("2001:db8:1:3::1", "")
 		require.False(t, blocked, "another /64")
 
 		for range 3 {
 			l.fail("::ffff:192.0.2.1")
 		}
-		blocked, _ = l.blocked("192.0.2.1")
+		blocked, _ = l.blocked("192.0.2.1", "")
 		require.True(t, blocked, "an IPv4-mapped address is its IPv4 address")
-		blocked, _ = l.blocked("192.0.2.2")
+		blocked, _ = l.blocked("192.0.2.2", "")
 		require.False(t, blocked, "IPv4 counts per address")
 	})
 }
 
-// TestValidTokenNeverRefused: failures of others from the same address never lock out a
-// caller whose token is valid.
-func TestValidTokenNeverRefused(t *testing.T) {
+// TestFailedAuthLimiterRemembersGoodTokens: a blocked client may still use a token it
+// authenticated with before (for goodFor), and only that one.
+func TestFailedAuthLimiterRemembersGoodTokens(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	l := newFailedAuthLimiter(3, time.Minute, func() time.Time { return now })
+	l.succeeded("192.0.2.10", "good")
+	for range 3 {
+		l.fail("192.0.2.10")
+	}
+	blocked, _ := l.blocked("192.0.2.10", "good")
+	require.False(t, blocked, "a token this client worked with")
+	blocked, _ = l.blocked("192.0.2.10", "other")
+	require.True(t, blocked, "a token it never used")
+	blocked, _ = l.blocked("192.0.2.10", "")
+	require.True(t, blocked, "no token")
+
+	for i := range maxGoodTokens + 5 {
+		l.succeeded("198.51.100.1", fmt.Sprint("t", i))
+	}
+	require.Len(t, l.clients[clientKey("198.51.100.1")].Value.(*client).good, maxGoodTokens, "bounded per client")
+
+	now = now.Add(30 * time.Second)
+	l.fail("192.0.2.10") // the attacker keeps trying: the window does not restart
+	now = now.Add(l.goodFor)
+	for range 3 {
+		l.fail("192.0.2.10")
+	}
+	blocked, _ = l.blocked("192.0.2.10", "good")
+	require.True(t, blocked, "remembered for goodFor only")
+}
+
+// TestFailedAuthThrottles: once an address used up its failures, its requests are
+// refused before their token is looked up, so it cannot tell a valid token it never
+// used from a wrong one (no oracle: guessing is held to the budget); a token that
+// address already worked with is still accepted, and other addresses are not affected.
+func TestFailedAuthThrottles(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{config: func(c *Config) { c.FailedAuthBurst = 3 }})
+	other := env.withProject(t, "other", "other-token-0123456789abcdef0123456789")
+	require.Equal(t, http.StatusOK, env.call(t, http.MethodGet, "/v2/queues", nil).Status, "a caller already working")
 	bad := *env
 	bad.Token = "not-a-valid-token-0123456789abcdefghij"
 	for range 3 {
@@ -83,6 +119,8 @@ func TestValidTokenNeverRefused(t *testing.T) {
 	r := bad.call(t, http.MethodGet, "/v2/queues", nil)
 	require.Equal(t, http.StatusTooManyRequests, r.Status)
 	require.NotEmpty(t, r.Header.Get("Retry-After"))
-	require.Equal(t, http.StatusOK, env.call(t, http.MethodGet, "/v2/queues", nil).Status)
+	r = other.call(t, http.MethodGet, "/v2/queues", nil)
+	require.Equal(t, http.StatusTooManyRequests, r.Status, "a valid token this address never used answers like a wrong one: %s", r.Body)
+	require.Equal(t, http.StatusOK, env.call(t, http.MethodGet, "/v2/queues", nil).Status, "the working caller is not locked out")
 	require.Equal(t, http.StatusTooManyRequests, bad.call(t, http.MethodGet, "/v2/queues", nil).Status, "still blocked for bad tokens")
 }
