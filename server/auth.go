@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -29,8 +30,18 @@ type TokenResolver interface {
 type authenticator struct {
 	tokens TokenResolver
 	limit  *failedAuthLimiter
-	mu     sync.RWMutex
-	known  map[string]string // token hash → project; tokens are never reassigned
+	// known caches valid tokens for ttl: a token revoked in the store (duraton tokens
+	// revoke, possibly by another process on a shared database) is refused once its
+	// entry expires.
+	ttl   time.Duration
+	now   func() time.Time
+	mu    sync.RWMutex
+	known map[string]knownToken // by token hash; tokens are never reassigned
+}
+
+type knownToken struct {
+	project string
+	until   time.Time
 }
 
 const projectKey = "duraton.project"
@@ -100,21 +111,27 @@ func (a *authenticator) tokenless(project string) echo.MiddlewareFunc {
 // independent of the token's bytes, so comparing hashes by map lookup leaks nothing
 // useful about it.
 func (a *authenticator) project(ctx context.Context, hash string) (string, bool) {
+	now := a.now()
 	a.mu.RLock()
-	project, ok := a.known[hash]
+	k, ok := a.known[hash]
 	a.mu.RUnlock()
-	if ok {
-		return project, true
+	if ok && now.Before(k.until) {
+		return k.project, true
 	}
 	p, err := a.tokens.ProjectForToken(ctx, hash)
 	if err != nil {
+		if ok {
+			a.mu.Lock()
+			delete(a.known, hash)
+			a.mu.Unlock()
+		}
 		return "", false
 	}
 	a.mu.Lock()
 	if len(a.known) >= maxKnownTokens {
 		clear(a.known)
 	}
-	a.known[hash] = p
+	a.known[hash] = knownToken{project: p, until: now.Add(a.ttl)}
 	a.mu.Unlock()
 	return p, true
 }
