@@ -193,7 +193,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	cons, err := console.New(console.Config{
-		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat,
+		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(),
 		ProjectForToken: func(ctx context.Context, token string) (string, error) {
 			return engine.ProjectForToken(ctx, server.TokenHash(token))
 		},

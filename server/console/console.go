@@ -40,6 +40,10 @@ type Config struct {
 	// such token; another error is a failure to look).
 	// Required unless Dev.
 	ProjectForToken func(ctx context.Context, token string) (string, error)
+	// SecureCookie marks the session cookie Secure on every answer: the console is
+	// reached over HTTPS, through a proxy that terminates TLS. Default false: Secure only
+	// on a request that came over TLS to this server.
+	SecureCookie bool
 	// SessionTTL is how long a session lasts after login. Default 12h.
 	SessionTTL time.Duration
 	// MaxSessions bounds the session table; when full, expired sessions are dropped, then

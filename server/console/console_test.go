@@ -203,6 +203,21 @@ func TestSessionCookieAttributes(t *testing.T) {
 	for _, want := range []string{"duraton_console=", "Path=/console", "HttpOnly", "SameSite=Strict", "Max-Age=43200"} {
 		require.Contains(t, cookie, want)
 	}
+	require.NotContains(t, cookie, "Secure", "plain HTTP and no public https URL: a browser would drop a Secure cookie")
+}
+
+// TestSessionCookieSecure: behind a proxy that terminates TLS (SecureCookie, set by
+// `serve --public-url https://...`) the cookie is Secure, at login and at logout.
+func TestSessionCookieSecure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{SecureCookie: true})
+	v := e.visitor(t)
+	_, h, _ := v.post("/console/login", url.Values{"token": {tokenA}})
+	require.Contains(t, h.Get("Set-Cookie"), "; Secure")
+	v.login(tokenA)
+	_, h, _ = v.post("/console/logout", url.Values{"csrf": {v.csrf("/console/")}})
+	require.Contains(t, h.Get("Set-Cookie"), "; Secure")
+	require.Contains(t, h.Get("Set-Cookie"), "Max-Age=0")
 }
 
 func TestPostNeedsCSRFToken(t *testing.T) {

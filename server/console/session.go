@@ -174,7 +174,7 @@ func sessionOf(r *http.Request) *session {
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: value, Path: "/console", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.cfg.SecureCookie || r.TLS != nil,
 	})
 }
 
