@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/server/authlimit"
 )
 
 // TokenHash is how tokens are stored: only their SHA-256, never the token itself.
@@ -29,7 +31,7 @@ type TokenResolver interface {
 // the query string is refused, so it cannot leak into access logs.
 type authenticator struct {
 	tokens TokenResolver
-	limit  *failedAuthLimiter
+	limit  *authlimit.Limiter
 	// known caches valid tokens for ttl: a token revoked in the store (duraton tokens
 	// revoke, possibly by another process on a shared database) is refused once its
 	// entry expires.
@@ -68,21 +70,21 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			hash = TokenHash(token)
 		}
 		// A client over its failure budget is refused before its token is looked up,
-		// unless it is a token this client already worked with (authlimit.go).
-		if blocked, wait := a.limit.blocked(addr, hash); blocked {
+		// unless it is a token this client already worked with (package authlimit).
+		if blocked, wait := a.limit.Blocked(addr, hash); blocked {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 			return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
 		}
 		if !ok {
-			a.limit.fail(addr)
+			a.limit.Fail(addr)
 			return unauthorized("missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
 		}
 		project, ok := a.project(c.Request().Context(), hash)
 		if !ok {
-			a.limit.fail(addr)
+			a.limit.Fail(addr)
 			return unauthorized("invalid token")
 		}
-		a.limit.succeeded(addr, hash)
+		a.limit.Succeeded(addr, hash)
 		c.Set(projectKey, project)
 		return next(c)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/server/authlimit"
 )
 
 // Config configures the HTTP server. Zero fields take the documented defaults; negative
@@ -204,7 +205,7 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.JSONSerializer = compactSerializer{}
 
 	auth := &authenticator{tokens: engine, known: map[string]knownToken{}, ttl: cfg.TokenCacheTTL, now: cfg.Now,
-		limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
+		limit: authlimit.New(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
 	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
 
 	limits := cfg.publishLimits()

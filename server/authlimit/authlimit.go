@@ -1,4 +1,7 @@
-package server
+// Package authlimit throttles token guessing per client address, for the API's bearer
+// tokens and the console's login alike: one rule, so neither is a faster oracle than
+// the other.
+package authlimit
 
 import (
 	"container/list"
@@ -8,7 +11,7 @@ import (
 	"time"
 )
 
-// failedAuthLimiter throttles token guessing per client: once a client has failed
+// Limiter throttles token guessing per client: once a client has failed
 // authentication `burst` times in a `window`, its requests are refused with 429 until
 // the window passes, before their token is looked up. So a blocked client learns
 // nothing about the tokens it tries (a valid one it never used is refused like a wrong
@@ -24,7 +27,7 @@ import (
 // by an LRU of maxClients entries, each remembering at most maxGoodTokens tokens: a
 // flood of new addresses evicts the clients seen least recently, never an attacker who
 // keeps trying (each attempt refreshes it).
-type failedAuthLimiter struct {
+type Limiter struct {
 	burst      int
 	window     time.Duration
 	goodFor    time.Duration
@@ -53,14 +56,18 @@ type goodToken struct {
 // distinct working tokens; beyond, the least recently used is forgotten).
 const maxGoodTokens = 8
 
-func newFailedAuthLimiter(burst int, window time.Duration, now func() time.Time) *failedAuthLimiter {
-	return &failedAuthLimiter{burst: burst, window: window, goodFor: time.Hour, maxClients: 10_000, now: now,
+// New is a limiter allowing burst failures per window to each client, remembering a
+// client's good tokens for an hour, tracking the 10,000 clients seen most recently. now
+// is the clock.
+func New(burst int, window time.Duration, now func() time.Time) *Limiter {
+	return &Limiter{burst: burst, window: window, goodFor: time.Hour, maxClients: 10_000, now: now,
 		clients: map[netip.Prefix]*list.Element{}}
 }
 
-// clientKey is the unit failures are counted by. An address that does not parse (echo
-// gives the raw RemoteAddr host) is counted as the zero prefix: all such share one budget.
-func clientKey(addr string) netip.Prefix {
+// ClientKey is the unit a client is counted by: an IPv4 address or an IPv6 /64. An
+// address that does not parse (echo gives the raw RemoteAddr host) is the zero prefix:
+// all such share one budget.
+func ClientKey(addr string) netip.Prefix {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil {
 		return netip.Prefix{}
@@ -73,13 +80,13 @@ func clientKey(addr string) netip.Prefix {
 	return p
 }
 
-// blocked reports whether a request of addr with the token of hash tokenHash ("": none)
+// Blocked reports whether a request of addr with the token of hash tokenHash ("": none)
 // must be refused without looking the token up, and for how long addr stays blocked.
 // A blocked client's entry counts as recently seen.
-func (l *failedAuthLimiter) blocked(addr, tokenHash string) (bool, time.Duration) {
+func (l *Limiter) Blocked(addr, tokenHash string) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	el := l.clients[clientKey(addr)]
+	el := l.clients[ClientKey(addr)]
 	if el == nil {
 		return false, 0
 	}
@@ -100,8 +107,8 @@ func (l *failedAuthLimiter) blocked(addr, tokenHash string) (bool, time.Duration
 	return true, left
 }
 
-// fail counts one failed authentication of addr.
-func (l *failedAuthLimiter) fail(addr string) {
+// Fail counts one failed authentication of addr.
+func (l *Limiter) Fail(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -112,8 +119,8 @@ func (l *failedAuthLimiter) fail(addr string) {
 	c.count++
 }
 
-// succeeded remembers that addr authenticated with the token of hash tokenHash.
-func (l *failedAuthLimiter) succeeded(addr, tokenHash string) {
+// Succeeded remembers that addr authenticated with the token of hash tokenHash.
+func (l *Limiter) Succeeded(addr, tokenHash string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -136,8 +143,8 @@ func (l *failedAuthLimiter) succeeded(addr, tokenHash string) {
 
 // entry is addr's record, made (evicting the least recently seen when full) if absent,
 // and moved to the front. The caller holds mu.
-func (l *failedAuthLimiter) entry(addr string, now time.Time) *client {
-	key := clientKey(addr)
+func (l *Limiter) entry(addr string, now time.Time) *client {
+	key := ClientKey(addr)
 	el := l.clients[key]
 	if el == nil {
 		if len(l.clients) >= l.maxClients {
@@ -152,7 +159,8 @@ func (l *failedAuthLimiter) entry(addr string, now time.Time) *client {
 	return el.Value.(*client)
 }
 
-func (l *failedAuthLimiter) len() int {
+// Len is the number of clients tracked.
+func (l *Limiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.clients)
