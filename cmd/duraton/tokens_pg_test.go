@@ -16,7 +16,8 @@ import (
 // TestTokensOnPostgres: `duraton tokens --store postgres://...` lists, creates and
 // revokes the tokens of replicas on one database while they run, and a running replica
 // refuses a revoked token within its token cache's TTL (5 s) — through its followers
-// too. A replica restarted with a new --token does not bring the revoked one back.
+// too. A replica restarted with a new --token warns that the old one stays valid until
+// revoked; once revoked, a restart does not bring it back.
 func TestTokensOnPostgres(t *testing.T) {
 	skipShortReplicas(t)
 	t.Parallel()
@@ -47,6 +48,18 @@ func TestTokensOnPostgres(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, 2, strings.Count(out, "\tdefault"), out)
 
+	// The operator restarts the replicas with a new --token: the old one stays valid
+	// (--token adds a token), and the leader says so.
+	leader.Stop()
+	follower.Stop()
+	next := creds
+	next.Token = fresh
+	reps, leader = startReplicas(t, db, next, 2)
+	follower = followers(reps, leader)[0]
+	require.Eventually(t, func() bool { return strings.Contains(leader.stderr.String(), "other_tokens=1") },
+		startupTimeout, 50*time.Millisecond, "the leader warns about the token --token did not replace")
+	require.Equal(t, http.StatusOK, statusWith(follower, leaked))
+
 	code, out, errOut = runBinary(t, "tokens", "revoke", "--token", leaked, "--store", db)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "revoked token")
@@ -59,19 +72,16 @@ func TestTokensOnPostgres(t *testing.T) {
 	}
 	t.Logf("revoked token refused %s after the revoke", time.Since(revokedAt).Round(time.Millisecond))
 	require.Equal(t, http.StatusOK, statusWith(leader, fresh), "the other token still works")
-
-	// The operator restarts the replicas with a new --token: the revoked one stays out.
-	for _, r := range reps {
-		r.Stop()
-	}
-	next := creds
-	next.Token = fresh
-	_, leader2 := startReplicas(t, db, next, 1)
-	require.Equal(t, http.StatusOK, statusWith(leader2, fresh))
-	require.Equal(t, http.StatusUnauthorized, statusWith(leader2, leaked))
 	code, out, _ = runBinary(t, "tokens", "list", "--store", db)
 	require.Equal(t, 0, code)
 	require.Equal(t, 1, strings.Count(out, "\tdefault"), out)
+
+	// The follower takes over: no warning now, and the revoked token stays out.
+	leader.Stop()
+	waitLeader(t, []*replicaProc{follower}, leader.epoch()+1, startupTimeout)
+	require.Equal(t, http.StatusOK, statusWith(follower, fresh))
+	require.Equal(t, http.StatusUnauthorized, statusWith(follower, leaked))
+	require.NotContains(t, follower.stderr.String(), "other_tokens")
 
 	code, _, errOut = runBinary(t, "tokens", "list", "--store", "mysql://x")
 	require.Equal(t, 1, code)
