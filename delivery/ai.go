@@ -20,10 +20,6 @@ import (
 // reports to the run's failure function (402 Payment Required).
 const StatusBudgetExceeded = http.StatusPaymentRequired
 
-// aiCredentialHeaders carry a provider's key: hidden from every view of an AI call and
-// left out of the callback payload's sourceHeader.
-var aiCredentialHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "Openai-Api-Key"}
-
 // budgetStop marks an outcome made up by the cap check: the call never left.
 type budgetStop struct {
 	// failure is the run's failure callback, called as for any failed run.
@@ -59,45 +55,12 @@ func isAICall(m *Message) bool {
 	return err == nil && flowctl.IsAIPath(u.Path)
 }
 
-// markAICall is applied when a call step is recorded: an AI call is flagged and its
-// credential headers are hidden from every view (messages, logs, dead letters).
+// markAICall is applied when a call step is recorded: an AI call is flagged (metered
+// and capped). Its credential headers are hidden like any call's (redact.go).
 func markAICall(m *Message) {
-	if !isAICall(m) {
-		return
+	if isAICall(m) {
+		m.AICall = true
 	}
-	m.AICall = true
-	r := Redaction{}
-	if m.Redact != nil {
-		r = *m.Redact
-		r.Headers = append([]string(nil), r.Headers...)
-	}
-	for _, name := range aiCredentialHeaders {
-		if _, ok := m.Header[name]; !ok {
-			continue
-		}
-		seen := false
-		for _, h := range r.Headers {
-			seen = seen || h == name
-		}
-		if !seen {
-			r.Headers = append(r.Headers, name)
-		}
-	}
-	if len(r.Headers) > 0 || r.Body || r.AllHeaders {
-		m.Redact = &r
-	}
-}
-
-// withoutCredentials is h without the provider-key headers.
-func withoutCredentials(h map[string][]string) map[string][]string {
-	out := make(map[string][]string, len(h))
-	for k, v := range h {
-		out[k] = v
-	}
-	for _, name := range aiCredentialHeaders {
-		delete(out, name)
-	}
-	return out
 }
 
 // capOutcome checks the run's cap before an AI call leaves. It returns the synthetic

@@ -291,8 +291,8 @@ func callbackPayloadFor(m *storage.Message, out Outcome, dlqID string) wire.Call
 	if p.SourceHeader == nil {
 		p.SourceHeader = map[string][]string{}
 	}
-	if m.AICall {
-		p.SourceHeader = withoutCredentials(p.SourceHeader) // ai.go
+	if isCall(m) {
+		p.SourceHeader = withoutCredentials(p.SourceHeader) // redact.go
 	}
 	return p
 }

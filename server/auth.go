@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/duraton/duraton/server/authlimit"
 )
 
 // TokenHash is how tokens are stored: only their SHA-256, never the token itself.
@@ -28,9 +31,19 @@ type TokenResolver interface {
 // the query string is refused, so it cannot leak into access logs.
 type authenticator struct {
 	tokens TokenResolver
-	limit  *failedAuthLimiter
-	mu     sync.RWMutex
-	known  map[string]string // token hash → project; tokens are never reassigned
+	limit  *authlimit.Limiter
+	// known caches valid tokens for ttl: a token revoked in the store (duraton tokens
+	// revoke, possibly by another process on a shared database) is refused once its
+	// entry expires.
+	ttl   time.Duration
+	now   func() time.Time
+	mu    sync.RWMutex
+	known map[string]knownToken // by token hash; tokens are never reassigned
+}
+
+type knownToken struct {
+	project string
+	until   time.Time
 }
 
 const projectKey = "duraton.project"
@@ -52,15 +65,26 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return unauthorized("tokens are accepted only in the Authorization header")
 		}
 		token, ok := bearerToken(c.Request().Header.Get("Authorization"))
-		if !ok {
-			return a.failed(c, "missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
+		addr, hash := c.RealIP(), ""
+		if ok {
+			hash = TokenHash(token)
 		}
-		project, ok := a.project(c.Request().Context(), token)
-		if !ok {
-			return a.failed(c, "invalid token")
+		// A client over its failure budget is refused before its token is looked up,
+		// unless it is a token this client already worked with (package authlimit).
+		if blocked, wait := a.limit.Blocked(addr, hash); blocked {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+			return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
 		}
-		// A valid token is never refused: the failure limit is per address, and others
-		// behind the same address (NAT, proxy) may be the ones failing.
+		if !ok {
+			a.limit.Fail(addr)
+			return unauthorized("missing bearer token: send Authorization: Bearer <QSTASH_TOKEN>")
+		}
+		project, ok := a.project(c.Request().Context(), hash)
+		if !ok {
+			a.limit.Fail(addr)
+			return unauthorized("invalid token")
+		}
+		a.limit.Succeeded(addr, hash)
 		c.Set(projectKey, project)
 		return next(c)
 	}
@@ -85,37 +109,31 @@ func (a *authenticator) tokenless(project string) echo.MiddlewareFunc {
 	}
 }
 
-// failed answers a request that did not authenticate: 401, or 429 once its address used
-// up its failures.
-func (a *authenticator) failed(c echo.Context, msg string) error {
-	addr := c.RealIP()
-	if blocked, wait := a.limit.blocked(addr); blocked {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		return &apiError{status: http.StatusTooManyRequests, msg: "too many failed authentication attempts from this address; retry later"}
-	}
-	a.limit.fail(addr)
-	return unauthorized(msg)
-}
-
-// project finds the project of a token. Hashing first makes the lookup independent of
-// the token's bytes, so comparing hashes by map lookup leaks nothing useful about it.
-func (a *authenticator) project(ctx context.Context, token string) (string, bool) {
-	hash := TokenHash(token)
+// project finds the project of a token by its hash. Hashing first makes the lookup
+// independent of the token's bytes, so comparing hashes by map lookup leaks nothing
+// useful about it.
+func (a *authenticator) project(ctx context.Context, hash string) (string, bool) {
+	now := a.now()
 	a.mu.RLock()
-	project, ok := a.known[hash]
+	k, ok := a.known[hash]
 	a.mu.RUnlock()
-	if ok {
-		return project, true
+	if ok && now.Before(k.until) {
+		return k.project, true
 	}
 	p, err := a.tokens.ProjectForToken(ctx, hash)
 	if err != nil {
+		if ok {
+			a.mu.Lock()
+			delete(a.known, hash)
+			a.mu.Unlock()
+		}
 		return "", false
 	}
 	a.mu.Lock()
 	if len(a.known) >= maxKnownTokens {
 		clear(a.known)
 	}
-	a.known[hash] = p
+	a.known[hash] = knownToken{project: p, until: now.Add(a.ttl)}
 	a.mu.Unlock()
 	return p, true
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/duraton/duraton/server/authlimit"
 )
 
 // hookLimiter rate-limits the public webhook route per client address: a token bucket of
@@ -20,7 +22,7 @@ type hookLimiter struct {
 	now        func() time.Time
 
 	mu      sync.Mutex
-	clients map[netip.Prefix]*list.Element // of *hookBucket, by clientKey (authlimit.go)
+	clients map[netip.Prefix]*list.Element // of *hookBucket, by authlimit.ClientKey
 	lru     list.List                      // front: most recently seen
 }
 
@@ -37,7 +39,7 @@ func newHookLimiter(rate float64, burst, maxClients int, now func() time.Time) *
 // allow takes one token of addr's bucket. When none is left it reports how long until
 // the next one.
 func (l *hookLimiter) allow(addr string) (bool, time.Duration) {
-	key := clientKey(addr)
+	key := authlimit.ClientKey(addr)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -198,4 +199,23 @@ func TestNativeAppLimits(t *testing.T) {
 	require.Equal(t, http.StatusPreconditionFailed, r.Status, "%s", r.Body)
 	require.Contains(t, r.errorMessage(t), "1001 workflows")
 	require.Equal(t, http.StatusNotFound, env.call(t, http.MethodGet, "/apps/big", nil).Status)
+}
+
+// TestNativeAppURLQueryNormalised: a workflow URL whose query holds bytes a request line
+// may not (a tag, quotes, spaces) is stored percent-encoded, and its runs reach the
+// endpoint with the query the app meant.
+func TestNativeAppURLQueryNormalised(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	raw := env.Endpoint.URL(`/wf?tag=<script>alert(1)</script>&q="a b"&n='1'`)
+	app := env.mustPutApp(t, "docs", fmt.Sprintf(`{"workflows": [{"name": "odd.query", "url": %q, "triggers": [{"event": "odd"}]}]}`, raw))
+	want := env.Endpoint.URL(`/wf?tag=%3Cscript%3Ealert(1)%3C/script%3E&q=%22a%20b%22&n=%271%27`)
+	require.Equal(t, want, app.Workflows[0].URL)
+
+	env.sendEvents(t, `{"name": "odd", "data": {}}`)
+	got := env.Endpoint.waitN(t, 1, func(q recorded) bool { return q.Path == "/wf" })[0]
+	require.Equal(t, want, got.URL, "the request line carries the normalised query")
+	u, err := url.Parse(got.URL)
+	require.NoError(t, err)
+	require.Equal(t, url.Values{"tag": {"<script>alert(1)</script>"}, "q": {`"a b"`}, "n": {"'1'"}}, u.Query())
 }

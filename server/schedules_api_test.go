@@ -113,6 +113,8 @@ func TestSchedulesAPIRejectsBadInput(t *testing.T) {
 		{"BadCron", dest, []string{"Upstash-Cron", "every day"}, 400, "Upstash-Cron: invalid cron expression"},
 		{"SecondsField", dest, []string{"Upstash-Cron", "0 * * * * *"}, 400, "Upstash-Cron: invalid cron expression"},
 		{"TooOften", dest, []string{"Upstash-Cron", "@every 10s"}, 400, "@every must be at least 1m0s"},
+		{"NeverFeb30", dest, []string{"Upstash-Cron", "0 0 30 2 *"}, 400, "never occurs"},
+		{"NeverApr31", dest, []string{"Upstash-Cron", "0 0 31 4 *"}, 400, "never occurs"},
 		{"UnknownZone", dest, []string{"Upstash-Cron", "CRON_TZ=Mars/Olympus * * * * *"}, 400, "Upstash-Cron: invalid cron expression"},
 		{"LongCron", dest, []string{"Upstash-Cron", "* * * * * " + strings.Repeat("x", 300)}, 400, "longer than 256 bytes"},
 		{"NotBefore", dest, []string{"Upstash-Cron", "* * * * *", "Upstash-Not-Before", "1"}, 400, "Upstash-Not-Before: not allowed on a schedule"},

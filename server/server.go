@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/server/authlimit"
 )
 
 // Config configures the HTTP server. Zero fields take the documented defaults; negative
@@ -40,6 +41,10 @@ type Config struct {
 	// FailedAuthBurst is how many failed authentications one client address may make per
 	// minute before it gets 429. Default 100.
 	FailedAuthBurst int
+	// TokenCacheTTL is how long a valid token is trusted without looking it up again, so
+	// a token revoked in the store (`duraton tokens revoke`, on PostgreSQL while replicas
+	// run) is refused at most this long after. Default 5s.
+	TokenCacheTTL time.Duration
 	// HookRate and HookBurst rate-limit the public webhook route per client address
 	// (IPv6 by /64): HookRate calls per second on average, HookBurst at once. Defaults 20
 	// and 100.
@@ -118,6 +123,9 @@ func (c Config) withDefaults() Config {
 	if c.FailedAuthBurst == 0 {
 		c.FailedAuthBurst = 100
 	}
+	if c.TokenCacheTTL == 0 {
+		c.TokenCacheTTL = 5 * time.Second
+	}
 	if c.MaxHops == 0 {
 		c.MaxHops = 8
 	}
@@ -170,6 +178,7 @@ func (c Config) validate() error {
 	negative("MaxTimeout", c.MaxTimeout, c.MaxTimeout < 0)
 	negative("MaxDelay", c.MaxDelay, c.MaxDelay < 0)
 	negative("FailedAuthBurst", c.FailedAuthBurst, c.FailedAuthBurst < 0)
+	negative("TokenCacheTTL", c.TokenCacheTTL, c.TokenCacheTTL < 0)
 	negative("MaxHeaderBytes", c.MaxHeaderBytes, c.MaxHeaderBytes < 0)
 	negative("ReadHeaderTimeout", c.ReadHeaderTimeout, c.ReadHeaderTimeout < 0)
 	negative("ReadTimeout", c.ReadTimeout, c.ReadTimeout < 0)
@@ -205,7 +214,8 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.IPExtractor = clientIP(cfg.ForwardSecret) // X-Forwarded-For only from a replica
 	e.JSONSerializer = compactSerializer{}
 
-	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
+	auth := &authenticator{tokens: engine, known: map[string]knownToken{}, ttl: cfg.TokenCacheTTL, now: cfg.Now,
+		limit: authlimit.New(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
 	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
 
 	limits := cfg.publishLimits()

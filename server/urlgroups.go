@@ -108,6 +108,14 @@ func (h *urlGroupHandlers) remove(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A URL is matched as add stored it (normalised by checkURL); one that does not pass
+	// the check is matched as given, and so matches nothing added.
+	p := h.publish.parser()
+	for i := range eps {
+		if u, err := p.checkURL("url", eps[i].URL); err == nil {
+			eps[i].URL = u
+		}
+	}
 	return h.answer(c, h.groups.RemoveEndpoints(c.Request().Context(), projectOf(c), c.Param("name"), eps))
 }
 

@@ -73,6 +73,21 @@ func TestURLGroupsAPI(t *testing.T) {
 	require.Equal(t, `url group not found: "g1"`, r.errorMessage(t))
 }
 
+// TestURLGroupEndpointURLNormalised: an endpoint URL whose query needs escaping is
+// stored escaped, and removing it by the URL as first given still finds it.
+func TestURLGroupEndpointURLNormalised(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	raw := env.Endpoint.URL(`/a?q="a b"`)
+	env.addEndpoints(t, "g", map[string]string{"url": raw}, map[string]string{"url": env.Endpoint.URL("/b")})
+	g := decodeJSON[urlGroupView](t, env.call(t, http.MethodGet, "/v2/topics/g", nil))
+	require.Equal(t, env.Endpoint.URL("/a?q=%22a%20b%22"), g.Endpoints[0].URL)
+	r := env.call(t, http.MethodDelete, "/v2/topics/g/endpoints", endpointsBody(t, map[string]string{"url": raw}), "Content-Type", "application/json")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	g = decodeJSON[urlGroupView](t, env.call(t, http.MethodGet, "/v2/topics/g", nil))
+	require.Equal(t, []string{env.Endpoint.URL("/b")}, []string{g.Endpoints[0].URL})
+}
+
 // TestURLGroupFanOut: a publication to a group is one message per endpoint, each with
 // its own id, retries and logs.
 func TestURLGroupFanOut(t *testing.T) {

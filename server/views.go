@@ -10,7 +10,7 @@ import (
 
 func toMessageView(m *delivery.Message) wire.Message {
 	v := wire.Message{
-		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: redactHeader(m.Header, m.Redact),
+		MessageID: m.ID, URL: m.URL, Method: m.Method, Header: redactHeader(m.Header, delivery.ViewRedaction(m)),
 		MaxRetries: m.Retries, Retried: m.Retried, RetryDelayExpression: m.RetryDelay, Timeout: m.TimeoutMs / 1000,
 		NotBefore: m.NotBefore, CreatedAt: m.CreatedAt, State: m.State, QueueName: m.Queue,
 		Label: firstLabel(m.Labels), Labels: m.Labels, CallerIP: m.CallerIP, ScheduleID: m.ScheduleID,

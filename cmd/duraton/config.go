@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -69,6 +70,10 @@ type serverFlags struct {
 	// and validated.
 	AIPricesFile string
 	AIPrices     *flowctl.AIPrices
+	// PublicURL is the base URL browsers reach this server at (serve only; default "":
+	// unknown). An https:// one marks the console's session cookie Secure, for a server
+	// behind a proxy that terminates TLS.
+	PublicURL string
 	// SwitchMode lets dev open a data directory made by serve, or the other way round.
 	SwitchMode bool
 	// Replicas on PostgreSQL (serve only): Store is the database's URL ("" = bbolt in
@@ -191,6 +196,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		fs.StringVar(&f.MetricsToken, "metrics-token", e.env("DURATON_METRICS_TOKEN"), "bearer token a /metrics scrape must send; empty = /metrics is open (DURATON_METRICS_TOKEN)")
 		fs.StringVar(&f.AllowCIDRs, "allow-cidrs", e.env("DURATON_ALLOW_CIDRS"), "comma-separated CIDRs that destinations may resolve to despite being private/loopback (DURATON_ALLOW_CIDRS)")
 		fs.StringVar(&f.Store, "store", e.env("DURATON_STORE"), "postgres://... to share a PostgreSQL database with other replicas; empty = bbolt in --data (DURATON_STORE)")
+		fs.StringVar(&f.PublicURL, "public-url", e.env("DURATON_PUBLIC_URL"), "base URL browsers reach this server at, e.g. https://duraton.example.com behind a TLS-terminating proxy; https:// marks the console cookie Secure; empty = Secure only on a TLS connection (DURATON_PUBLIC_URL)")
 		fs.StringVar(&f.Advertise, "advertise", e.env("DURATON_ADVERTISE"), "base URL other replicas reach this one at, when it leads; default http://<listen address> (DURATON_ADVERTISE)")
 		fs.DurationVar(&f.LeaseTTL, "lease-ttl", e.duration("DURATON_LEASE_TTL", 10*time.Second), "leader lease length on PostgreSQL: a dead leader's work is taken over after this plus --lease-grace (DURATON_LEASE_TTL)")
 		fs.DurationVar(&f.LeaseGrace, "lease-grace", e.duration("DURATON_LEASE_GRACE", 2*time.Second), "wait after a lease expires before taking it over (DURATON_LEASE_GRACE)")
@@ -271,6 +277,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	if _, err := parseCIDRs(f.AllowCIDRs); err != nil {
 		return f, err
 	}
+	if err := checkPublicURL(f.PublicURL); err != nil {
+		return f, err
+	}
 	if f.AIPricesFile != "" {
 		p, err := loadAIPrices(f.AIPricesFile)
 		if err != nil {
@@ -280,6 +289,22 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	return f, nil
 }
+
+// checkPublicURL refuses a --public-url that is not an http(s) base URL.
+func checkPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("--public-url (DURATON_PUBLIC_URL) must be an http(s) base URL such as https://duraton.example.com, got %q", s)
+	}
+	return nil
+}
+
+// secureCookies reports whether the console's cookie is always Secure: the server is
+// reached over HTTPS (--public-url https://...).
+func (f serverFlags) secureCookies() bool { return strings.HasPrefix(f.PublicURL, "https://") }
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level

@@ -59,6 +59,25 @@ func TestReplicaFlags(t *testing.T) {
 	require.ErrorIs(t, err, errUsage)
 }
 
+// TestPublicURLFlag: --public-url (DURATON_PUBLIC_URL) is validated, and an https://
+// one makes the console cookie Secure.
+func TestPublicURLFlag(t *testing.T) {
+	t.Parallel()
+	f, err := parseServerFlags(modeServe, nil, &bytes.Buffer{}, envOf(map[string]string{"DURATON_PUBLIC_URL": "https://duraton.example.com"}))
+	require.NoError(t, err)
+	require.Equal(t, "https://duraton.example.com", f.PublicURL)
+	require.True(t, f.secureCookies())
+	f, err = parseServerFlags(modeServe, []string{"--public-url", "http://10.0.0.5:8080/"}, &bytes.Buffer{}, envOf(nil))
+	require.NoError(t, err)
+	require.False(t, f.secureCookies(), "plain http: a browser would drop a Secure cookie")
+	for _, bad := range []string{"duraton.example.com", "ftp://x", "https://", "https://u:p@x", "https://x/?a=1", "https://x/#f"} {
+		_, err := parseServerFlags(modeServe, []string{"--public-url", bad}, &bytes.Buffer{}, envOf(nil))
+		require.ErrorContains(t, err, "--public-url (DURATON_PUBLIC_URL) must be an http(s) base URL", bad)
+	}
+	_, err = parseServerFlags(modeDev, []string{"--public-url", "https://x"}, &bytes.Buffer{}, envOf(nil))
+	require.ErrorIs(t, err, errUsage, "dev serves loopback only")
+}
+
 func TestParseServerFlagsFromEnvAndFlags(t *testing.T) {
 	t.Parallel()
 	env := envOf(map[string]string{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -86,6 +87,29 @@ func status(t *testing.T, baseURL, token string) int {
 }
 
 var shownToken = regexp.MustCompile(`API token \(shown once\): (\S+)`)
+
+// TestServePublicURLSecureCookie: `serve --public-url https://...` (a proxy terminates
+// TLS in front of it) gives the console's session cookie the Secure attribute although
+// the request reached it over plain HTTP; without the flag it does not.
+func TestServePublicURLSecureCookie(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: runs the duraton binary")
+	}
+	t.Parallel()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(s *serveProc) string {
+		token := shownToken.FindStringSubmatch(s.Stdout)[1]
+		res, err := client.PostForm(s.URL+"/console/login", url.Values{"token": {token}})
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusSeeOther, res.StatusCode)
+		return res.Header.Get("Set-Cookie")
+	}
+	cookie := login(startServe(t, t.TempDir(), "--public-url", "https://duraton.example.com"))
+	require.Contains(t, cookie, "duraton_console=")
+	require.Contains(t, cookie, "; Secure")
+	require.NotContains(t, login(startServe(t, t.TempDir())), "Secure")
+}
 
 // TestDataDirectoryModes: dev and serve each refuse the other's data directory unless
 // --switch-mode is given, and serve never leaves the public dev token valid.

@@ -31,7 +31,7 @@ Usage:
   duraton project list               list projects
   duraton keys show   --project ID   print a project's signing keys
   duraton keys rotate --project ID   make the next signing key current and generate a new next key
-  duraton tokens list|create|revoke  list, create (--project ID) and revoke (TOKEN-ID) API tokens
+  duraton tokens list|create|revoke  list, create (--project ID) and revoke (TOKEN-ID) API tokens (--store postgres://... for replicas)
   duraton events send NAME [DATA]    send an event (DATA is JSON) to DURATON_URL; shows what each workflow did
   duraton workflows list [--app A]   list the registered native workflows and their controls
   duraton runs list|get RUN-ID       list native runs (--workflow, --status, ...) or show one with its steps
@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "keys":
 		err = runKeys(ctx, args[1:], stdout, stderr, getenv)
 	case "tokens":
-		err = runTokens(args[1:], stdout, stderr, getenv)
+		err = runTokens(ctx, args[1:], stdout, stderr, getenv)
 	case "events":
 		err = runEvents(ctx, args[1:], stdout, stderr, getenv)
 	case "workflows":

@@ -40,8 +40,8 @@ func validateReplicaFlags(f *serverFlags) error {
 	if f.Store == "" {
 		return nil
 	}
-	if !strings.HasPrefix(f.Store, "postgres://") && !strings.HasPrefix(f.Store, "postgresql://") {
-		return errors.New("--store (DURATON_STORE) must be a postgres:// URL, or empty for bbolt in --data")
+	if err := checkStoreURL(f.Store); err != nil {
+		return err
 	}
 	if f.LeaseTTL < time.Second || f.LeaseTTL > 5*time.Minute {
 		return fmt.Errorf("--lease-ttl (DURATON_LEASE_TTL) must be between 1s and 5m, got %s", f.LeaseTTL)
@@ -57,6 +57,14 @@ func validateReplicaFlags(f *serverFlags) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("--advertise (DURATON_ADVERTISE) must be an http(s) base URL, got %q", f.Advertise)
 		}
+	}
+	return nil
+}
+
+// checkStoreURL refuses a --store value that is not a PostgreSQL URL.
+func checkStoreURL(s string) error {
+	if !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") {
+		return errors.New("--store (DURATON_STORE) must be a postgres:// URL, or empty for bbolt in --data")
 	}
 	return nil
 }

@@ -168,6 +168,11 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		// Printed as soon as it is stored: if the start fails below, it is not lost.
 		fmt.Fprintf(d.stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
 	}
+	if m == modeServe && f.Token != "" {
+		if err := warnOtherTokens(store, f.Token, log); err != nil {
+			return nil, err
+		}
+	}
 	engineCfg := delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
@@ -193,7 +198,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	cons, err := console.New(console.Config{
-		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat,
+		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(),
 		ProjectForToken: func(ctx context.Context, token string) (string, error) {
 			return engine.ProjectForToken(ctx, server.TokenHash(token))
 		},
@@ -302,6 +307,26 @@ func ensureDefaultProject(ctx context.Context, m mode, f serverFlags, store *sto
 		token = ""
 	}
 	return token, stored, nil
+}
+
+// warnOtherTokens says when project default has tokens besides --token: --token adds a
+// token, so one given before (perhaps leaked) stays valid until it is revoked.
+func warnOtherTokens(store *storage.Store, token string, log *slog.Logger) error {
+	var tokens []storage.TokenEntry
+	if err := store.View(func(tx *storage.Tx) (err error) { tokens, err = tx.Tokens(); return err }); err != nil {
+		return err
+	}
+	own, others := server.TokenHash(token), 0
+	for _, t := range tokens {
+		if t.Project == devProject && t.Hash != own {
+			others++
+		}
+	}
+	if others > 0 {
+		log.Warn("project default has API tokens besides --token, which stay valid until revoked: see duraton tokens list, duraton tokens revoke",
+			"other_tokens", others)
+	}
+	return nil
 }
 
 // newToken makes an API token in the form the workflow SDK can read its user id from:

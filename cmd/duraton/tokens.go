@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/pg"
 )
 
 // tokenIDLen is how much of a token's SHA-256 `tokens list` shows as its id.
@@ -16,15 +18,17 @@ const tokenIDLen = 16
 
 var tokenIDPattern = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
 
-const tokensUsage = `usage: duraton tokens list   [--data DIR]
-       duraton tokens create --project ID [--token TOKEN] [--data DIR]
-       duraton tokens revoke TOKEN-ID [--data DIR]   (TOKEN-ID: at least 8 hex digits from "tokens list")
-       duraton tokens revoke --token TOKEN [--data DIR]`
+const tokensUsage = `usage: duraton tokens list   [--data DIR | --store postgres://...]
+       duraton tokens create --project ID [--token TOKEN] [--data DIR | --store postgres://...]
+       duraton tokens revoke TOKEN-ID [--data DIR | --store postgres://...]   (TOKEN-ID: at least 8 hex digits from "tokens list")
+       duraton tokens revoke --token TOKEN [--data DIR | --store postgres://...]`
 
-// runTokens is `duraton tokens`: list, create and revoke API tokens of a stopped server.
-// Only a token's SHA-256 is stored, so a lost token cannot be shown again: revoke it and
-// create a new one.
-func runTokens(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+// runTokens is `duraton tokens`: list, create and revoke API tokens, in the data
+// directory of a stopped server or, with --store, in the PostgreSQL database replicas
+// share (while they run: a running replica stops accepting a revoked token within
+// server.Config.TokenCacheTTL). Only a token's SHA-256 is stored, so a lost token cannot
+// be shown again: revoke it and create a new one.
+func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "create" && args[0] != "revoke") {
 		fmt.Fprintln(stderr, tokensUsage)
 		return errUsage
@@ -37,6 +41,7 @@ func runTokens(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	fs := flag.NewFlagSet("tokens "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("data", env(getenv).str("DURATON_DATA", "duraton-data"), "data directory (DURATON_DATA)")
+	storeURL := fs.String("store", env(getenv).str("DURATON_STORE", ""), "postgres://... of the database replicas share; empty = bbolt in --data (DURATON_STORE)")
 	project := fs.String("project", "", "project the new token belongs to (create)")
 	token := fs.String("token", "", "the token itself: create uses it instead of generating one, revoke revokes it")
 	if err := fs.Parse(rest); err != nil || fs.NArg() > 0 {
@@ -55,7 +60,7 @@ func runTokens(args []string, stdout, stderr io.Writer, getenv func(string) stri
 			return err
 		}
 	}
-	store, err := openForAdmin(*dir)
+	store, err := openTokenStore(ctx, *dir, *storeURL)
 	if err != nil {
 		return err
 	}
@@ -71,6 +76,29 @@ func runTokens(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		}
 		return revokeToken(store, id, stdout, stderr)
 	}
+}
+
+// openTokenStore opens the store the token commands work on: the PostgreSQL database at
+// storeURL, or else the data file in dir (whose server must be stopped). On PostgreSQL
+// the commands write beside a running leader: they touch only the token records, which
+// the leader reads afresh (its caches of them expire), never writes after start-up.
+func openTokenStore(ctx context.Context, dir, storeURL string) (*storage.Store, error) {
+	if storeURL == "" {
+		return openForAdmin(dir)
+	}
+	if err := checkStoreURL(storeURL); err != nil {
+		return nil, err
+	}
+	eng, err := pg.Open(ctx, pg.Config{URL: storeURL, MaxConns: 2})
+	if err != nil {
+		return nil, err
+	}
+	store, err := storage.OpenEngine(eng, storage.Options{})
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return store, nil
 }
 
 func listTokens(store *storage.Store, stdout io.Writer) error {

@@ -15,6 +15,10 @@ import (
 // (127.1, 2130706433, 0x7f000001, 0177.0.0.1) are decoded and checked the same way.
 // Hostnames are not resolved: the dial-time check is the real boundary. Errors are
 // meant for the user and name the problem.
+//
+// The query is normalised: a byte a URI's query may not hold (a space, quotes, <, >, a
+// '%' that starts no escape, a non-ASCII byte, ...) is percent-encoded, as a browser
+// does, since the query goes into the request line verbatim and such bytes break it.
 func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -34,6 +38,7 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	if u.User != nil {
 		return nil, errors.New("destination URL must not contain user credentials")
 	}
+	u.RawQuery = escapeQuery(u.RawQuery)
 	host := u.Hostname()
 	if host == "" {
 		return nil, errors.New("destination URL has no host")
@@ -146,4 +151,46 @@ func urlPort(u *url.URL) uint16 {
 		return 443
 	}
 	return 80
+}
+
+// escapeQuery percent-encodes the bytes of a raw query that RFC 3986 does not allow
+// there (besides unreserved characters, sub-delimiters, ':', '@', '/' and '?', only
+// "%XX" escapes, which stay as they are). The single quote, a sub-delimiter, is
+// encoded too, as browsers do. Decoded, the query means what it meant.
+func escapeQuery(q string) string {
+	keep := func(i int) bool {
+		c := q[i]
+		if c == '%' {
+			return i+2 < len(q) && isHex(q[i+1]) && isHex(q[i+2])
+		}
+		return c != '\'' && strings.IndexByte(queryChars, c) >= 0
+	}
+	i := 0
+	for i < len(q) && keep(i) {
+		i++
+	}
+	if i == len(q) {
+		return q
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	b.WriteString(q[:i])
+	for ; i < len(q); i++ {
+		if keep(i) {
+			b.WriteByte(q[i])
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[q[i]>>4])
+		b.WriteByte(hex[q[i]&15])
+	}
+	return b.String()
+}
+
+// queryChars are the bytes a query may hold literally (RFC 3986 §3.4: pchar / "/" / "?").
+const queryChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?"
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }

@@ -1,6 +1,8 @@
 package netguard_test
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,6 +83,29 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
+// TestCheckURLNormalisesQuery: bytes a query may not hold are percent-encoded, so the
+// URL goes into a request line intact; what is already valid is left as it is.
+func TestCheckURLNormalisesQuery(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ raw, want string }{
+		{"https://example.com/wf?x=<script>alert(1)</script>", "https://example.com/wf?x=%3Cscript%3Ealert(1)%3C/script%3E"},
+		{`https://example.com/wf?q="a b"&n='1'`, "https://example.com/wf?q=%22a%20b%22&n=%271%27"},
+		{"https://example.com/wf?ids[]=1&p=a|b^c`{}\\", "https://example.com/wf?ids%5B%5D=1&p=a%7Cb%5Ec%60%7B%7D%5C"},
+		{"https://example.com/wf?pct=100%&ok=%41%2f&tail=%4", "https://example.com/wf?pct=100%25&ok=%41%2f&tail=%254"},
+		{"https://example.com/wf?name=z\u00fcrich", "https://example.com/wf?name=z%C3%BCrich"},
+		{"https://example.com/wf?a=1&b=x/y?z:@!$'()*+,;=-._~", "https://example.com/wf?a=1&b=x/y?z:@!$%27()*+,;=-._~"},
+		{"https://example.com/wf?a=1&b=2", "https://example.com/wf?a=1&b=2"},
+		{"https://example.com/a%20b?", "https://example.com/a%20b?"},
+	} {
+		u, err := netguard.Policy{}.CheckURL(tt.raw)
+		require.NoError(t, err, tt.raw)
+		require.Equal(t, tt.want, u.String(), tt.raw)
+		_, err = url.ParseRequestURI(u.RequestURI())
+		require.NoError(t, err)
+		require.NotContains(t, u.RequestURI(), " ")
+	}
+}
+
 // FuzzCheckURL: CheckURL must not panic, and an accepted URL is http(s) without
 // credentials and with a host.
 func FuzzCheckURL(f *testing.F) {
@@ -97,6 +122,9 @@ func FuzzCheckURL(f *testing.F) {
 		}
 		if u.Scheme != "http" && u.Scheme != "https" || u.User != nil || u.Hostname() == "" {
 			t.Fatalf("CheckURL(%q) accepted %#v", raw, u)
+		}
+		if strings.ContainsAny(u.RawQuery, " \"<>'\\^`{|}") {
+			t.Fatalf("CheckURL(%q) left the query %q unescaped", raw, u.RawQuery)
 		}
 	})
 }

@@ -36,7 +36,20 @@ func ParseCron(expr string) (cron.Schedule, error) {
 	if every, ok := c.(cron.ConstantDelaySchedule); ok && every.Delay < MinInterval {
 		return nil, fmt.Errorf("%w: @every must be at least %s", ErrBadCron, MinInterval)
 	}
+	if !occurs(c) {
+		return nil, fmt.Errorf("%w: %q names a date that never occurs (such as 30 February or 31 April)", ErrBadCron, expr)
+	}
 	return c, nil
+}
+
+// occursFrom is where occurs looks for a tick: a leap year, so 29 February is found.
+var occursFrom = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// occurs reports whether c ever fires. A five-field schedule repeats with the calendar,
+// and the parser looks five years ahead, which covers every day of every month from a
+// leap year on; a schedule that finds no tick there names days its months never have.
+func occurs(c cron.Schedule) bool {
+	return !c.Next(occursFrom).IsZero()
 }
 
 // nextTick is the first tick of c after now. last is the tick that just fired (zero:

@@ -56,7 +56,8 @@ func TestCreateValidatesAndLimits(t *testing.T) {
 		require.NoError(t, err)
 		s := New(Config{MaxPerProject: 2}, store, e)
 		tmpl := delivery.Message{URL: "http://x.test/a", Method: "POST"}
-		for _, bad := range []string{"", "* * * *", "61 * * * *", "@every 30s", "CRON_TZ=Nowhere/City * * * * *", "0 0 * * * *"} {
+		for _, bad := range []string{"", "* * * *", "61 * * * *", "@every 30s", "CRON_TZ=Nowhere/City * * * * *", "0 0 * * * *",
+			"0 0 30 2 *", "0 0 31 4 *", "0 0 31 2,4,6 *", "CRON_TZ=Europe/Berlin 0 0 30 2 *"} {
 			_, err := s.Create(t.Context(), Spec{Project: project, Cron: bad, Template: tmpl})
 			require.ErrorIs(t, err, ErrBadCron, "%q", bad)
 		}
@@ -85,4 +86,19 @@ func TestCreateValidatesAndLimits(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, list, 2)
 	})
+}
+
+// TestRareDatesAreAccepted: a date that occurs only some years is a valid schedule whose
+// next tick is that date, not a date that never occurs.
+func TestRareDatesAreAccepted(t *testing.T) {
+	for _, c := range []struct{ expr, want string }{
+		{"0 0 29 2 *", "2028-02-29"},
+		{"0 0 31 1,4 *", "2027-01-31"},
+		{"0 0 30 2 1", "2027-02-01"}, // day of month or day of week: Mondays
+	} {
+		s, err := ParseCron(c.expr)
+		require.NoError(t, err, c.expr)
+		next := s.Next(time.Date(2026, time.December, 1, 0, 0, 0, 0, time.UTC))
+		require.Equal(t, c.want, next.Format(time.DateOnly), c.expr)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/server/authlimit"
 )
 
 //go:embed templates/*.html
@@ -40,13 +41,18 @@ type Config struct {
 	// such token; another error is a failure to look).
 	// Required unless Dev.
 	ProjectForToken func(ctx context.Context, token string) (string, error)
+	// SecureCookie marks the session cookie Secure on every answer: the console is
+	// reached over HTTPS, through a proxy that terminates TLS. Default false: Secure only
+	// on a request that came over TLS to this server.
+	SecureCookie bool
 	// SessionTTL is how long a session lasts after login. Default 12h.
 	SessionTTL time.Duration
 	// MaxSessions bounds the session table; when full, expired sessions are dropped, then
 	// the oldest. Default 1,000.
 	MaxSessions int
-	// LoginFailures is how many failed logins one client address may make per minute.
-	// Default 10.
+	// LoginFailures is how many failed logins one client address (IPv6: /64) may make
+	// per minute; beyond, its logins are refused (429) until the minute is over, except
+	// with a token it logged in with in the last hour. Default 10.
 	LoginFailures int
 	// Refresh is how often live parts of a page poll. Default 3s.
 	Refresh time.Duration
@@ -100,7 +106,7 @@ type Console struct {
 	cfg      Config
 	engine   *delivery.Engine
 	sessions *sessions
-	logins   *loginLimiter
+	logins   *authlimit.Limiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	log      *slog.Logger
@@ -119,7 +125,7 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	c := &Console{
 		cfg: cfg, engine: engine, pages: pages, log: cfg.Logger.With("component", "console"),
 		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL, cfg.Now),
-		logins:   newLoginLimiter(cfg.LoginFailures, time.Minute, 10_000, cfg.Now),
+		logins:   authlimit.New(cfg.LoginFailures, time.Minute, cfg.Now),
 	}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {

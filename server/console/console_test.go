@@ -203,6 +203,21 @@ func TestSessionCookieAttributes(t *testing.T) {
 	for _, want := range []string{"duraton_console=", "Path=/console", "HttpOnly", "SameSite=Strict", "Max-Age=43200"} {
 		require.Contains(t, cookie, want)
 	}
+	require.NotContains(t, cookie, "Secure", "plain HTTP and no public https URL: a browser would drop a Secure cookie")
+}
+
+// TestSessionCookieSecure: behind a proxy that terminates TLS (SecureCookie, set by
+// `serve --public-url https://...`) the cookie is Secure, at login and at logout.
+func TestSessionCookieSecure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{SecureCookie: true})
+	v := e.visitor(t)
+	_, h, _ := v.post("/console/login", url.Values{"token": {tokenA}})
+	require.Contains(t, h.Get("Set-Cookie"), "; Secure")
+	v.login(tokenA)
+	_, h, _ = v.post("/console/logout", url.Values{"csrf": {v.csrf("/console/")}})
+	require.Contains(t, h.Get("Set-Cookie"), "; Secure")
+	require.Contains(t, h.Get("Set-Cookie"), "Max-Age=0")
 }
 
 func TestPostNeedsCSRFToken(t *testing.T) {
@@ -410,11 +425,16 @@ func TestSessionExpiresAndTableIsBounded(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "the newest session survives eviction")
 }
 
+// TestLoginFailuresLimited: past LoginFailures a minute, an address's logins are refused
+// before the token is looked up — a valid token it never logged in with answers like a
+// wrong one, so the console is no faster oracle than the API — while a token it logged
+// in with before still works.
 func TestLoginFailuresLimited(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	e := newEnv(t, Config{LoginFailures: 2, Now: clock.Now})
 	v := e.visitor(t)
+	v.login(tokenA) // a visitor already working from this address
 	for range 2 {
 		status, _, _ := v.post("/console/login", url.Values{"token": {"guess"}})
 		require.Equal(t, http.StatusUnauthorized, status)
@@ -422,10 +442,13 @@ func TestLoginFailuresLimited(t *testing.T) {
 	status, h, _ := v.post("/console/login", url.Values{"token": {"guess"}})
 	require.Equal(t, http.StatusTooManyRequests, status)
 	require.Equal(t, "60", h.Get("Retry-After"))
-	v.login(tokenA) // a valid token is never refused
+	status, _, _ = e.visitor(t).post("/console/login", url.Values{"token": {tokenB}})
+	require.Equal(t, http.StatusTooManyRequests, status, "a valid token new to this address waits like a guess")
+	v.login(tokenA) // the token this address logged in with is not refused
 	clock.Add(time.Minute)
 	status, _, _ = e.visitor(t).post("/console/login", url.Values{"token": {"guess"}})
 	require.Equal(t, http.StatusUnauthorized, status, "the window passed")
+	e.visitor(t).login(tokenB)
 }
 
 func TestConfigValidated(t *testing.T) {

@@ -7,8 +7,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,51 +111,11 @@ func (s *sessions) len() int {
 	return len(s.byID)
 }
 
-// loginLimiter counts failed logins per client address within a window. It holds at most
-// max addresses; when full, it forgets them all (a reset favours availability, and the
-// tokens are long random strings, so guessing is hopeless anyway).
-type loginLimiter struct {
-	mu     sync.Mutex
-	fails  map[string][]time.Time
-	burst  int
-	window time.Duration
-	max    int
-	now    func() time.Time
-}
-
-func newLoginLimiter(burst int, window time.Duration, max int, now func() time.Time) *loginLimiter {
-	return &loginLimiter{fails: map[string][]time.Time{}, burst: burst, window: window, max: max, now: now}
-}
-
-func (l *loginLimiter) recent(addr string) []time.Time {
-	cut := l.now().Add(-l.window)
-	kept := l.fails[addr][:0]
-	for _, t := range l.fails[addr] {
-		if t.After(cut) {
-			kept = append(kept, t)
-		}
-	}
-	if len(kept) == 0 {
-		delete(l.fails, addr)
-		return nil
-	}
-	l.fails[addr] = kept
-	return kept
-}
-
-func (l *loginLimiter) blocked(addr string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recent(addr)) >= l.burst
-}
-
-func (l *loginLimiter) fail(addr string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.fails[addr]; !ok && len(l.fails) >= l.max {
-		clear(l.fails)
-	}
-	l.fails[addr] = append(l.recent(addr), l.now())
+// tokenKey is how the login limiter remembers a token a client logged in with: its
+// SHA-256, never the token itself.
+func tokenKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 func clientAddr(r *http.Request) string {
@@ -174,7 +136,7 @@ func sessionOf(r *http.Request) *session {
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: value, Path: "/console", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.cfg.SecureCookie || r.TLS != nil,
 	})
 }
 
@@ -247,24 +209,26 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "login", pageData{Title: "Log in", Error: "token: enter the project's API token"})
 		return
 	}
+	// An address over its failure budget is refused before the token is looked up, so
+	// it learns nothing about the tokens it tries; a token it logged in with before is
+	// still let in (package authlimit).
+	addr, key := clientAddr(r), tokenKey(token)
+	if blocked, wait := c.logins.Blocked(addr, key); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		c.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Error: "too many failed logins from this address; wait a minute"})
+		return
+	}
 	project, err := c.cfg.ProjectForToken(r.Context(), token)
 	if err != nil && !errors.Is(err, delivery.ErrNotFound) {
 		c.failErr(w, r, err)
 		return
 	}
 	if err != nil {
-		// A valid token is never refused: the failure limit is per address, and others
-		// behind the same address may be the ones failing.
-		addr := clientAddr(r)
-		if c.logins.blocked(addr) {
-			w.Header().Set("Retry-After", "60")
-			c.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Error: "too many failed logins from this address; wait a minute"})
-			return
-		}
-		c.logins.fail(addr)
+		c.logins.Fail(addr)
 		c.render(w, r, http.StatusUnauthorized, "login", pageData{Title: "Log in", Error: "invalid token"})
 		return
 	}
+	c.logins.Succeeded(addr, key)
 	id, _ := c.sessions.create(project)
 	c.setCookie(w, r, id, int(c.cfg.SessionTTL.Seconds()))
 	http.Redirect(w, r, "/console/", http.StatusSeeOther)
