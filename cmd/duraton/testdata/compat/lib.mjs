@@ -191,3 +191,10 @@ export function decodeJwt(token) {
   const dec = (p) => JSON.parse(Buffer.from(p, "base64url").toString("utf8"));
   return { header: dec(parts[0]), payload: dec(parts[1]) };
 }
+
+/** Headers of a stored message, case-insensitively (messages.get answers a name → values map). */
+export const headersOf = (m) => {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(m.header ?? {})) for (const one of [].concat(v)) h.append(k, one);
+  return h;
+};

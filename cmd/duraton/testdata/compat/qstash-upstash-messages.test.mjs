@@ -7,17 +7,10 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { newClient, startEndpoint, waitFor, tag, rejectsWithStatus } from "./lib.mjs";
+import { newClient, startEndpoint, waitFor, tag, rejectsWithStatus, headersOf } from "./lib.mjs";
 
 const client = newClient();
 const DAY = 24 * 60 * 60;
-
-/** Headers of a stored message, case-insensitively (messages.get answers a name → values map). */
-const headersOf = (m) => {
-  const h = new Headers();
-  for (const [k, v] of Object.entries(m.header ?? {})) for (const one of [].concat(v)) h.append(k, one);
-  return h;
-};
 
 test("publish: messages.get shows the body, forwarded headers without their prefix, callbacks, retries, retryDelay, method", { timeout: 30000 }, async (t) => {
   const ep = await startEndpoint(t);

@@ -8,17 +8,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { openai, anthropic, custom } from "@upstash/qstash";
-import { newClient, startEndpoint, tag, rejectsWithStatus } from "./lib.mjs";
+import { newClient, startEndpoint, tag, rejectsWithStatus, headersOf } from "./lib.mjs";
 
 const client = newClient();
 const DAY = 24 * 60 * 60;
-
-/** Headers of a stored message, case-insensitively (messages.get answers a name → values map). */
-const headersOf = (m) => {
-  const h = new Headers();
-  for (const [k, v] of Object.entries(m.header ?? {})) for (const one of [].concat(v)) h.append(k, one);
-  return h;
-};
 
 test("url groups: publish makes one message per endpoint naming the group; add, get, list and delete endpoints", { timeout: 30000 }, async (t) => {
   const ep = await startEndpoint(t);
