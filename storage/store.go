@@ -64,6 +64,7 @@ type Store struct {
 
 // Open opens (creating if needed) the data file at path. An existing file is validated
 // first (see Validate) and refused, untouched, when damaged: the error wraps ErrCorrupt.
+// Indexes added since the file was written are built (sweep.go).
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -85,15 +86,22 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = e.Close()
 		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
 	}
+	if err := migrateSweepIndexes(e); err != nil { // sweep.go
+		_ = e.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
 	return newStore(e, db, opts), nil
 }
 
 // OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
-// are created when missing.
+// are created when missing, and indexes added since the data was written are built.
 func OpenEngine(e Engine, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := e.Update(createRoots); err != nil {
 		return nil, fmt.Errorf("storage: initialise: %w", err)
+	}
+	if err := migrateSweepIndexes(e); err != nil { // sweep.go
+		return nil, err
 	}
 	return newStore(e, nil, opts), nil
 }
