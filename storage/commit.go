@@ -200,17 +200,15 @@ func (s *Store) commit(ops []*op) {
 		if err != nil {
 			err = fmt.Errorf("storage: commit: %w: %w", ErrWriteFailed, err)
 		}
-		kept := ops[:0:0]
 		for i, o := range ops {
 			if ferr, ok := failed[i]; ok {
 				o.done <- ferr
 				continue
 			}
 			o.done <- err
-			kept = append(kept, o)
 		}
-		ops = kept
-		break
+		s.count(start, len(ops)-len(failed))
+		return
 	}
-	s.count(start, len(ops))
+	s.count(start, 0)
 }
