@@ -68,6 +68,9 @@ type Config struct {
 	MaxInvokeDepth int
 	// MaxWaitTimeout caps a waitForEvent timeout. Default 365 days.
 	MaxWaitTimeout time.Duration
+	// MaxNotifyWaiters caps the waiters one notify wakes (in one transaction); the
+	// answer says when more were left waiting. Default 1,000.
+	MaxNotifyWaiters int
 	// MaxRunEvents and MaxRunEventBytes cap the events kept for one run that does not
 	// wait for them yet (notify with a run id, webhook calls before the wait): their
 	// count and summed size (event ids and data). Beyond either a notify answers 412.
@@ -139,6 +142,7 @@ func (c Config) Validate() error {
 		{"MaxParallelSteps", c.MaxParallelSteps < 0},
 		{"MaxInvokeDepth", c.MaxInvokeDepth < 0},
 		{"MaxWaitTimeout", c.MaxWaitTimeout < 0},
+		{"MaxNotifyWaiters", c.MaxNotifyWaiters < 0},
 	} {
 		if f.bad {
 			return fmt.Errorf("delivery: config: %s must not be negative", f.name)
@@ -153,6 +157,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 512
+	}
+	if c.MaxNotifyWaiters <= 0 {
+		c.MaxNotifyWaiters = 1000
 	}
 	if c.BufferSize <= 0 {
 		c.BufferSize = 100_000

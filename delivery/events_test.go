@@ -45,15 +45,15 @@ func TestRunEventsAreCappedExpiredAndDeletedWithTheRun(t *testing.T) {
 
 	// Count: two events are kept, a third is refused; replacing a kept one is fine.
 	for _, ev := range []string{"e1", "e2", "e1"} {
-		_, err := b.engine.Notify(t.Context(), testProject, ev, "wfr_ev", []byte("x"))
+		_, _, err := b.engine.Notify(t.Context(), testProject, ev, "wfr_ev", []byte("x"))
 		require.NoError(t, err, ev)
 	}
-	_, err := b.engine.Notify(t.Context(), testProject, "e3", "wfr_ev", []byte("x"))
+	_, _, err := b.engine.Notify(t.Context(), testProject, "e3", "wfr_ev", []byte("x"))
 	require.ErrorIs(t, err, ErrRunLimit)
 	require.Equal(t, storage.RunEventUsage{Count: 2, Bytes: 3 + 3}, usage("wfr_ev"))
 
 	// Bytes: an event that would take the run past 64 bytes is refused, nothing changes.
-	_, err = b.engine.Notify(t.Context(), testProject, "e2", "wfr_ev", []byte(strings.Repeat("y", 61)))
+	_, _, err = b.engine.Notify(t.Context(), testProject, "e2", "wfr_ev", []byte(strings.Repeat("y", 61)))
 	require.ErrorIs(t, err, ErrRunLimit)
 	require.Equal(t, storage.RunEventUsage{Count: 2, Bytes: 6}, usage("wfr_ev"))
 
@@ -74,7 +74,7 @@ func TestRunEventsAreCappedExpiredAndDeletedWithTheRun(t *testing.T) {
 	require.Zero(t, left, "the expiry index is empty too")
 
 	// Deleted with the run: a cancelled run's kept events are gone at once.
-	_, err = b.engine.Notify(t.Context(), testProject, "e4", "wfr_ev", []byte("x"))
+	_, _, err = b.engine.Notify(t.Context(), testProject, "e4", "wfr_ev", []byte("x"))
 	require.NoError(t, err)
 	require.Equal(t, 1, usage("wfr_ev").Count)
 	live, err := b.engine.CancelRun(t.Context(), testProject, "wfr_ev")
@@ -85,7 +85,7 @@ func TestRunEventsAreCappedExpiredAndDeletedWithTheRun(t *testing.T) {
 	// A run that completes drops them as well.
 	b.trigger(t, url, "wfr_ev2", `{}`, nil)
 	ep.waitRequests(t, "/wf", 2)
-	_, err = b.engine.Notify(t.Context(), testProject, "e5", "wfr_ev2", []byte("x"))
+	_, _, err = b.engine.Notify(t.Context(), testProject, "e5", "wfr_ev2", []byte("x"))
 	require.NoError(t, err)
 	require.NoError(t, b.engine.CompleteRun(t.Context(), testProject, "wfr_ev2", nil, false))
 	require.Equal(t, storage.RunEventUsage{}, usage("wfr_ev2"))

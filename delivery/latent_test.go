@@ -152,7 +152,7 @@ func TestLatentNotifyReachesLateWaiters(t *testing.T) {
 			wait(fmt.Sprintf("wfr_%d", i))
 		}
 	})
-	res, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte(`{}`))
+	res, _, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte(`{}`))
 	require.NoError(t, err)
 	ws, err := b.engine.Waiters(t.Context(), testProject, "evt")
 	require.NoError(t, err)

@@ -322,27 +322,25 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 	}
 }
 
-const sweepBatch = 1000
+const (
+	sweepBatch = 1000
+	// runSweepBatch is smaller: each run goes with its whole history.
+	runSweepBatch = 100
+)
 
-// deleteEndedRuns removes runs that ended before cutoffMs (they were created earlier
-// still), with their histories. Live runs are kept however old.
-func deleteEndedRuns(tx *storage.Tx, project string, cutoffMs int64, limit int) (int, error) {
-	runs, err := tx.OldRuns(project, cutoffMs, limit)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for i := range runs {
-		if r := &runs[i]; !r.Live() && r.EndedAt < cutoffMs {
-			if err := tx.DeleteRun(project, r); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
+// sweepStep removes up to its batch of one kind of record of a project in one
+// transaction and says how many it removed (a full batch: more may be left).
+type sweepStep struct {
+	what  string
+	batch int
+	fn    func(tx *storage.Tx, project string) (int, error)
 }
 
+// sweep runs every step on every project, each in small transactions until it finds
+// less than a batch. Each step reaches only what it removes (ids in time order, or an
+// index by end time or expiry), so nothing that is kept can stop it. A failing step
+// does not stop the others: the errors are returned together, each naming its project
+// and step.
 func (e *Engine) sweep(ctx context.Context) error {
 	now := e.now()
 	projects, err := ListProjects(ctx, e.store)
@@ -351,39 +349,38 @@ func (e *Engine) sweep(ctx context.Context) error {
 	}
 	logCut := storage.IDAt(storage.PrefixLog, now.Add(-e.cfg.LogRetention))
 	dlqCut := storage.IDAt(storage.PrefixDLQ, now.Add(-e.cfg.DLQRetention))
+	runCut := now.Add(-e.cfg.RunRetention).UnixMilli()
+	steps := []sweepStep{
+		{"logs", sweepBatch, func(tx *storage.Tx, p string) (int, error) { return tx.DeleteLogsBefore(p, logCut, sweepBatch) }},
+		{"dead letters", sweepBatch, func(tx *storage.Tx, p string) (int, error) { return tx.DeleteDLQBefore(p, dlqCut, sweepBatch) }},
+		{"deduplication records", sweepBatch, func(tx *storage.Tx, p string) (int, error) {
+			return tx.DeleteExpiredDedup(p, now.UnixMilli(), sweepBatch)
+		}},
+		{"ended runs", runSweepBatch, func(tx *storage.Tx, p string) (int, error) {
+			return tx.DeleteRunsEndedBefore(p, runCut, runSweepBatch)
+		}},
+		{"run events", sweepBatch, func(tx *storage.Tx, p string) (int, error) { return e.sweepRunEventsTx(tx, p, now, sweepBatch) }},
+		{"native events and gates", sweepBatch, func(tx *storage.Tx, p string) (int, error) {
+			return sweepNativeTx(tx, p, now, e.cfg.LogRetention, sweepBatch) // native_tx.go
+		}},
+	}
+	var errs []error
 	for _, p := range projects {
-		for {
-			n, err := update(ctx, e.store, func(tx *storage.Tx) (int, error) {
-				a, err := tx.DeleteLogsBefore(p.ID, logCut, sweepBatch)
-				if err != nil {
-					return 0, err
+		for _, st := range steps {
+			for {
+				if err := ctx.Err(); err != nil {
+					return errors.Join(append(errs, err)...)
 				}
-				b, err := tx.DeleteDLQBefore(p.ID, dlqCut, sweepBatch)
+				n, err := update(ctx, e.store, func(tx *storage.Tx) (int, error) { return st.fn(tx, p.ID) })
 				if err != nil {
-					return 0, err
+					errs = append(errs, fmt.Errorf("project %s: %s: %w", p.ID, st.what, err))
+					break
 				}
-				c, err := tx.DeleteExpiredDedup(p.ID, now.UnixMilli(), sweepBatch)
-				if err != nil {
-					return 0, err
+				if n < st.batch {
+					break
 				}
-				d, err := deleteEndedRuns(tx, p.ID, now.Add(-e.cfg.RunRetention).UnixMilli(), sweepBatch)
-				if err != nil {
-					return 0, err
-				}
-				f, err := e.sweepRunEventsTx(tx, p.ID, now, sweepBatch)
-				if err != nil {
-					return 0, err
-				}
-				g, err := sweepNativeTx(tx, p.ID, now, e.cfg.LogRetention, sweepBatch) // native_tx.go
-				return a + b + c + d + f + g, err
-			})
-			if err != nil {
-				return err
-			}
-			if n < sweepBatch {
-				break
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -67,6 +67,7 @@ func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	ws = ws[:min(len(ws), n.e.cfg.MaxNotifyWaiters)]
 	res, fx, err := n.e.resolveWaitersTx(n.Tx, project, ws, data, n.Now)
 	if err != nil {
 		return 0, err

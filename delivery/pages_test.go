@@ -45,7 +45,7 @@ func TestListingsStopAtTheByteBudget(t *testing.T) {
 	ws, err := b.engine.Waiters(t.Context(), testProject, "evt")
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
-	res, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte("x"))
+	res, _, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte("x"))
 	require.NoError(t, err)
 	require.Len(t, res, 2, "a notify still resolves every waiter")
 }

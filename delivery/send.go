@@ -93,6 +93,12 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	// Sized once; the names set below are canonical already (TestSentHeaderNamesAreCanonical).
 	h := make(http.Header, len(m.Header)+7)
 	for name, values := range m.Header {
+		if err := checkSendable(name, values); err != nil {
+			// The transport would refuse it on every attempt: the message can never be
+			// sent, so it fails for good (the API refuses such headers; a message stored
+			// by a version that did not gets here).
+			return Outcome{Verdict: Final, Fault: FaultInternal, Response: storage.Response{Error: "invalid request: " + err.Error()}}
+		}
 		h[name] = values
 	}
 	sig, err := wire.Sign(key, wire.NewClaims(m.URL, body, now, e.ids.New("jwt_", now)))
@@ -139,15 +145,23 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	if err != nil && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) { // the socket's timer may fire first
 		return Outcome{Verdict: Retryable, Fault: FaultDestination, Response: storage.Response{Status: resp.StatusCode, Error: "timed out reading the response"}}
 	}
+	if err != nil {
+		// Cut short (the connection closed before the declared length, a broken chunked
+		// body): a partial answer is not used, and a 2xx is not a delivery, since a
+		// workflow step's result would be lost. Sent again, as any failed attempt.
+		out := classify(resp.StatusCode, resp.Header, nil, now)
+		if out.Verdict == Delivered {
+			out.Verdict, out.Fault, out.Response.Error = Retryable, FaultDestination, "reading the answer failed: it was cut short"
+			if inline != "" {
+				out.Response.Error = "reading the inline answer failed"
+			}
+		}
+		return out
+	}
 	if inline == "" {
 		return classify(resp.StatusCode, resp.Header, answer, now)
 	}
 	out := classify(resp.StatusCode, resp.Header, nil, now) // the answer is not the response to keep
-	if err != nil {
-		// Cut short: a partial answer is not used. Sent again, as any failed read.
-		out.Verdict, out.Fault, out.Response.Error = Retryable, FaultDestination, "reading the inline answer failed"
-		return out
-	}
 	out.inline = &inlineAnswer{kind: inline, body: answer}
 	if int64(len(answer)) > e.inline.maxBytes {
 		return refusedInline(out, fmt.Errorf("the answer exceeds the offered %d bytes", e.inline.maxBytes))
@@ -160,6 +174,20 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 		out.inline.steps, out.inline.body = answer[:steps], answer[steps:]
 	}
 	return out
+}
+
+// checkSendable applies the sender's rule (the one the API checks at publish) to one
+// forwarded header.
+func checkSendable(name string, values []string) error {
+	if err := wire.CheckHeaderName(name); err != nil {
+		return err
+	}
+	for _, v := range values {
+		if err := wire.CheckHeaderValue(v); err != nil {
+			return fmt.Errorf("header %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // readAnswer reads up to limit bytes of an answer of length n (-1: unknown): in one

@@ -23,9 +23,6 @@ type WaitRequest struct {
 	Resume, OnTimeout *Message
 }
 
-// maxNotifyWaiters caps the waiters one notify resolves.
-const maxNotifyWaiters = 1000
-
 // Wait registers a waiter and its timeout timer. If the event already arrived for this
 // run (lookback), the run is resumed at once instead.
 func (e *Engine) Wait(ctx context.Context, r WaitRequest) error {
@@ -88,10 +85,14 @@ type NotifyResult struct {
 // run resumed with a Wait step whose out is the base64 of data. With runID set only that
 // run's waiter is considered, and if it is not waiting yet the event is kept until it
 // waits (lookback). Every waiter registered when the transaction runs is resolved, up to
-// maxNotifyWaiters.
-func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, data []byte) ([]NotifyResult, error) {
+// Config.MaxNotifyWaiters.
+//
+// more reports that more waiters of the event than Config.MaxNotifyWaiters were waiting: only
+// the first Config.MaxNotifyWaiters were woken, and notifying again wakes the next ones.
+func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, data []byte) (notified []NotifyResult, more bool, err error) {
 	type result struct {
 		notified []NotifyResult
+		more     bool
 		fx       effects
 	}
 	now := e.now()
@@ -100,6 +101,9 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 		ws, err := e.waitersTx(tx, project, eventID, runID)
 		if err != nil {
 			return res, err
+		}
+		if len(ws) > e.cfg.MaxNotifyWaiters {
+			ws, res.more = ws[:e.cfg.MaxNotifyWaiters], true
 		}
 		if res.notified, res.fx, err = e.resolveWaitersTx(tx, project, ws, data, now); err != nil {
 			return res, err
@@ -119,10 +123,10 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 		return res, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e.disp.apply(res.fx)
-	return res.notified, nil
+	return res.notified, res.more, nil
 }
 
 // resolveWaitersTx resolves waiters with data: each is removed, its timer cancelled and
@@ -163,7 +167,8 @@ func (e *Engine) resolveWaitersTx(tx *storage.Tx, project string, ws []Waiter, d
 
 func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string) ([]Waiter, error) {
 	if runID == "" {
-		return tx.Waiters(project, eventID, maxNotifyWaiters, 0)
+		// One more than is woken: whether more are waiting is told to the caller.
+		return tx.Waiters(project, eventID, e.cfg.MaxNotifyWaiters+1, 0)
 	}
 	w, err := tx.Waiter(project, eventID, runID)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -245,7 +250,7 @@ func (e *Engine) fireWaitTimeout(timer *Message) ([]storage.DueEntry, error) {
 // Waiters lists the waiters of an event.
 func (e *Engine) Waiters(ctx context.Context, project, eventID string) ([]Waiter, error) {
 	return view(ctx, e.store, func(tx *storage.Tx) ([]Waiter, error) {
-		return tx.Waiters(project, eventID, maxNotifyWaiters, e.cfg.MaxPageBytes)
+		return tx.Waiters(project, eventID, e.cfg.MaxNotifyWaiters, e.cfg.MaxPageBytes)
 	})
 }
 

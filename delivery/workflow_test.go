@@ -164,7 +164,7 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 	ws, err := b.engine.Waiters(t.Context(), testProject, "evt")
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
-	res, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte(`{"hello":1}`))
+	res, _, err := b.engine.Notify(t.Context(), testProject, "evt", "", []byte(`{"hello":1}`))
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	got := ep.waitRequests(t, "/wf", 2)[1]
@@ -191,7 +191,7 @@ func TestWorkflowWaitNotifyTimeoutAndLookback(t *testing.T) {
 	require.NotContains(t, step, "out")
 
 	// Lookback: the event arrives before the wait; the wait resolves at once.
-	res, err = b.engine.Notify(t.Context(), testProject, "early", "wfr_w", []byte("x"))
+	res, _, err = b.engine.Notify(t.Context(), testProject, "early", "wfr_w", []byte("x"))
 	require.NoError(t, err)
 	require.Empty(t, res)
 	require.NoError(t, b.engine.Wait(t.Context(), WaitRequest{Project: testProject, EventID: "early", RunID: "wfr_w", Timeout: time.Hour,

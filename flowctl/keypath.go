@@ -2,6 +2,8 @@ package flowctl
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,12 +28,28 @@ func CheckKeyPath(path string) error {
 	return nil
 }
 
+// MaxKeyValueLen bounds a resolved key value: a longer one is replaced by its hash (see
+// ResolveKey). Key values become parts of storage keys, which every engine bounds
+// (PostgreSQL refuses an index row over about 2.7 KB, bbolt a key over 32 KiB).
+const MaxKeyValueLen = 256
+
 // ResolveKey resolves a checked key path in an event's data to the key value it names, as
 // a canonical JSON scalar: a string keeps its quotes, so 1 and "1" differ and the string
 // "null" is a real value. A missing field or a non-scalar value (object, array, null)
 // returns ok false: the event falls into the whole-workflow scope. An empty path is the
-// whole-workflow scope too.
+// whole-workflow scope too. A value longer than MaxKeyValueLen bytes is replaced by
+// "sha256:" and the hex SHA-256 of the canonical scalar: still one scope per distinct
+// value, and never the spelling of a JSON scalar, so it meets no short value.
 func ResolveKey(data json.RawMessage, path string) (value string, ok bool) {
+	value, ok = resolveKey(data, path)
+	if len(value) > MaxKeyValueLen {
+		sum := sha256.Sum256([]byte(value))
+		value = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return value, ok
+}
+
+func resolveKey(data json.RawMessage, path string) (value string, ok bool) {
 	if path == "" {
 		return "", false
 	}

@@ -1,6 +1,7 @@
 package flowctl
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,4 +47,24 @@ func TestResolveKey(t *testing.T) {
 		require.Equal(t, tt.ok, ok, "%s %s", tt.data, tt.path)
 		require.Equal(t, tt.want, got, "%s %s", tt.data, tt.path)
 	}
+}
+
+// A key value longer than MaxKeyValueLen is its hash: bounded, one per distinct value,
+// the same for every spelling of it; a value at the limit is kept as it is.
+func TestResolveKeyHashesLongValues(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", 6000)
+	a, ok := ResolveKey([]byte(`{"id":"`+long+`"}`), "id")
+	require.True(t, ok)
+	require.Len(t, a, len("sha256:")+64)
+	require.True(t, strings.HasPrefix(a, "sha256:"))
+	b, _ := ResolveKey([]byte(`{"id":"`+long[:5999]+`\u006b"}`), "id")
+	require.Equal(t, a, b, "one value, two spellings: one key")
+	c, _ := ResolveKey([]byte(`{"id":"`+long[:5999]+`j"}`), "id")
+	require.NotEqual(t, a, c)
+	atLimit := strings.Repeat("k", MaxKeyValueLen-2) // with its quotes: MaxKeyValueLen
+	v, _ := ResolveKey([]byte(`{"id":"`+atLimit+`"}`), "id")
+	require.Equal(t, `"`+atLimit+`"`, v)
+	n, _ := ResolveKey([]byte(`{"id":1`+strings.Repeat("0", 300)+`}`), "id")
+	require.True(t, strings.HasPrefix(n, "sha256:"), "a long number too")
 }

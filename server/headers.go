@@ -253,10 +253,8 @@ func forwardedHeaders(h http.Header, prefix string, withContentType bool) (map[s
 		if !isToken(fwd) {
 			return nil, headerError(name, "invalid header name %q", fwd)
 		}
-		for _, v := range values {
-			if len(v) > maxHeaderValueLen || strings.ContainsAny(v, "\r\n\x00") {
-				return nil, headerError(name, "value must be at most %d bytes without CR, LF or NUL", maxHeaderValueLen)
-			}
+		if err := checkHeaderValues(values); err != nil {
+			return nil, headerError(name, "%v", err)
 		}
 		out[fwd] = append(out[fwd], values...)
 		if len(out) > maxForwardedHeaders {

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // Limits of identifiers that arrive in paths.
@@ -24,8 +26,9 @@ func validEventID(id string) error {
 }
 
 // checkHeaderMap validates headers that arrive inside a JSON body (batch entries, wait
-// timeouts), which Go's HTTP server has not checked: names are tokens, values carry no
-// CR, LF or NUL. A bad one would otherwise be stored and fail every attempt.
+// timeouts), which Go's HTTP server has not checked: names are tokens, values are what
+// the sender can send (wire.CheckHeaderValue). A bad one would otherwise be stored and
+// fail every attempt.
 func checkHeaderMap(where string, h http.Header) error {
 	if where != "" {
 		if err := checkHeaderMap("", h); err != nil {
@@ -37,13 +40,22 @@ func checkHeaderMap(where string, h http.Header) error {
 		if !isToken(name) {
 			return badRequest("invalid header name %q", name)
 		}
-		for _, v := range values {
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return badRequest("header %s: value contains CR, LF or NUL", name)
-			}
-			if len(v) > maxHeaderValueLen {
-				return badRequest("header %s: value longer than %d bytes", name, maxHeaderValueLen)
-			}
+		if err := checkHeaderValues(values); err != nil {
+			return badRequest("header %s: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// checkHeaderValues checks a header's values with the sender's rule and the length
+// bound.
+func checkHeaderValues(values []string) error {
+	for _, v := range values {
+		if len(v) > maxHeaderValueLen {
+			return fmt.Errorf("value longer than %d bytes", maxHeaderValueLen)
+		}
+		if err := wire.CheckHeaderValue(v); err != nil {
+			return err
 		}
 	}
 	return nil

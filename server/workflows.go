@@ -27,7 +27,7 @@ type workflowEngine interface {
 	CancelRuns(ctx context.Context, project string, ids []string, keep func(*delivery.Run) bool, limit int) (int, error)
 	Run(ctx context.Context, project, runID string) (*delivery.RunWithHistory, error)
 	Wait(ctx context.Context, r delivery.WaitRequest) error
-	Notify(ctx context.Context, project, eventID, runID string, data []byte) ([]delivery.NotifyResult, error)
+	Notify(ctx context.Context, project, eventID, runID string, data []byte) ([]delivery.NotifyResult, bool, error)
 	Waiters(ctx context.Context, project, eventID string) ([]delivery.Waiter, error)
 	ProjectForUser(ctx context.Context, userID string) (string, error)
 	CallWebhook(ctx context.Context, project, runID, eventID, secret string, data []byte) error
@@ -266,9 +266,14 @@ func (h *workflowHandlers) notify(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.engine.Notify(c.Request().Context(), projectOf(c), c.Param("eventId"), "", data)
+	res, more, err := h.engine.Notify(c.Request().Context(), projectOf(c), c.Param("eventId"), "", data)
 	if err != nil {
 		return err
+	}
+	if more {
+		// The body stays the SDKs' array; the header says that more waiters of the
+		// event were left waiting (a notify wakes a bounded number): notify again.
+		c.Response().Header().Set(wire.HeaderNotifyPartial, "true")
 	}
 	return c.JSON(http.StatusOK, toNotifyViews(res))
 }
@@ -283,7 +288,7 @@ func (h *workflowHandlers) notifyRun(c echo.Context) error {
 		return err
 	}
 	runID := c.Param("runId")
-	res, err := h.engine.Notify(c.Request().Context(), projectOf(c), c.Param("eventId"), runID, data)
+	res, _, err := h.engine.Notify(c.Request().Context(), projectOf(c), c.Param("eventId"), runID, data) // one run: never partial
 	if err != nil {
 		return err
 	}

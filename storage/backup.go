@@ -6,34 +6,89 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// Backup writes a consistent snapshot of the whole data file to w (a checkpoint, then
-// bbolt's Tx.WriteTo in a read transaction: writers go on meanwhile, except that the
-// file cannot grow until the snapshot ends). start is called first with the snapshot's size in bytes, before
-// anything is written. It returns the bytes written.
-func (s *Store) Backup(w io.Writer, start func(size int64)) (int64, error) {
+// Backup writes a consistent snapshot of the whole data file to w. start is called
+// with the snapshot's size in bytes before anything is written to w. It returns the
+// bytes written.
+//
+// The snapshot is made first, at disk speed, into a temporary file next to the data
+// file (a checkpoint, then bbolt's Tx.WriteTo in a read transaction), and only then
+// streamed to w, at whatever speed w takes it. A read transaction held for the whole of
+// a slow download stalled the store: bbolt cannot grow (remap) its file while one is
+// open, and a pending remap holds up the checkpoint that needs it, every new read, and
+// then, once the write-ahead log reaches its bound, every commit. The price is free
+// disk space for one more copy of the data file while a backup runs; the temporary file
+// is unlinked as soon as it is open, so a crash leaves nothing behind (on systems that
+// allow it; elsewhere it is removed when the backup ends).
+func (s *Store) Backup(w io.Writer, start func(size int64)) (n int64, err error) {
 	if s.db == nil {
 		return 0, ErrNotBolt
 	}
+	f, unlinked, err := s.snapshot()
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		cerr := f.Close()
+		if !unlinked {
+			cerr = errors.Join(cerr, os.Remove(f.Name()))
+		}
+		if cerr != nil {
+			err = errors.Join(err, fmt.Errorf("storage: backup: remove the snapshot: %w", cerr))
+		}
+	}()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storage: backup: %w", err)
+	}
+	start(size)
+	n, err = io.Copy(w, f)
+	if err == nil && n != size {
+		err = fmt.Errorf("storage: backup: the snapshot is %d bytes, %d were read", size, n)
+	}
+	return n, err
+}
+
+// snapshot writes a consistent copy of the data file into a temporary file in the data
+// file's directory and returns it open. unlinked reports that its name is gone already
+// (a crash then leaves nothing behind; the open file stays readable): systems that do
+// not remove an open file (Windows) get it removed after the backup.
+func (s *Store) snapshot() (f *os.File, unlinked bool, err error) {
 	// The snapshot is bbolt's file: what the write-ahead log holds goes into it first.
 	if w, ok := s.engine.(*walEngine); ok {
 		if err := w.Checkpoint(); err != nil {
-			return 0, err
+			return nil, false, err
 		}
 	}
-	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		start(tx.Size())
-		var err error
-		n, err = tx.WriteTo(w)
+	f, err = os.CreateTemp(filepath.Dir(s.db.Path()), ".duraton-backup-*.tmp")
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: backup: %w", err)
+	}
+	unlinked = os.Remove(f.Name()) == nil
+	err = s.db.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(f)
 		return err
 	})
-	return n, err
+	if err != nil {
+		err = fmt.Errorf("storage: backup: write the snapshot: %w", err)
+		if cerr := f.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if !unlinked {
+			err = errors.Join(err, os.Remove(f.Name()))
+		}
+		return nil, false, err
+	}
+	return f, unlinked, nil
 }
 
 // Verify opens the data file at path read-only and checks every page (bbolt's

@@ -59,6 +59,14 @@ func (s *Store) Update(fn func(*Tx) error) error {
 	}
 }
 
+// QueuedUpdates is how many Update functions wait for the group being committed: the
+// next group's size so far (a gauge; tests wait on it to form a group).
+func (s *Store) QueuedUpdates() int {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return len(s.queue)
+}
+
 // lead commits one group: the oldest queued functions, up to MaxBatch, the leader's own
 // among them. It then hands the lead to the oldest function still queued, or gives it
 // up when there is none.
@@ -141,7 +149,7 @@ func (s *Store) count(start time.Time, size int) {
 	}
 }
 
-// failedOp carries the index of the function that failed a group.
+// failedOp carries the index of the function that failed a pass.
 type failedOp struct {
 	index int
 	err   error
@@ -150,18 +158,33 @@ type failedOp struct {
 func (f *failedOp) Error() string { return f.err.Error() }
 
 // commit runs ops in one transaction. If one fails, its caller gets its error and the
-// rest are committed again without it, as bbolt's Batch does. A failure of the engine
-// (a commit, a lost connection) fails the whole group. A group that panics is not
-// counted in the stats.
+// rest are committed in one more pass without it, in which any function that fails is
+// undone in place (commit_undo.go) and fails its own caller only. A failure of the
+// engine (a commit, a lost connection) fails the whole group. A group that panics is
+// not counted in the stats.
 func (s *Store) commit(ops []*op) {
 	start := time.Now()
+	var j *journal           // nil in the first pass
+	var failed map[int]error // functions failed and undone in the second pass
 	for len(ops) > 0 {
 		err := s.engine.Update(func(ktx KVTx) error {
+			clear(failed) // the engine may run this again (storage/pg after a lost connection)
 			tx := &Tx{tx: ktx}
+			if j != nil {
+				tx.tx = journalTx{tx: ktx, j: j}
+			}
 			for i, o := range ops {
-				if err := o.fn(tx); err != nil {
+				if j != nil {
+					j.begin()
+				}
+				err := o.fn(tx)
+				if err == nil {
+					continue
+				}
+				if j == nil || j.undo() != nil {
 					return &failedOp{index: i, err: err}
 				}
+				failed[i] = err
 			}
 			return nil
 		})
@@ -169,15 +192,23 @@ func (s *Store) commit(ops []*op) {
 		if errors.As(err, &f) {
 			ops[f.index].done <- f.err
 			ops = append(ops[:f.index:f.index], ops[f.index+1:]...)
+			if j == nil {
+				j, failed = &journal{}, map[int]error{}
+			}
 			continue
 		}
 		if err != nil {
 			err = fmt.Errorf("storage: commit: %w: %w", ErrWriteFailed, err)
 		}
-		for _, o := range ops {
+		for i, o := range ops {
+			if ferr, ok := failed[i]; ok {
+				o.done <- ferr
+				continue
+			}
 			o.done <- err
 		}
-		break
+		s.count(start, len(ops)-len(failed))
+		return
 	}
-	s.count(start, len(ops))
+	s.count(start, 0)
 }

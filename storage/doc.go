@@ -8,12 +8,14 @@
 //	"due"      due time (unix ns, 8 bytes big-endian) ‖ message id → project, queue,
 //	           flow-control key and limits, order, timer flag (see due.go)
 //	"projects" / <project id> /
-//	    "meta"     the Project record under key "project"
+//	    "meta"     the Project record under key "project"; "sweepindexes" once the
+//	               two indexes below are built for the project (sweep.go)
 //	    "messages" message id → Message (pending only; delivered ones are removed)
 //	    "logs"     log id (time ordered) → LogEvent (binary, see logcodec.go; JSON before)
 //	    "dlq"      dlq id (time ordered) → DLQEntry
 //	    "queues"   queue name → Queue
 //	    "dedup"    deduplication id → DedupRecord
+//	    "dedupexpiry" expiry (unix ms) ‖ dedup id → nothing (the sweep's index)
 //	    "runs"     workflow run id → Run (its configuration and state)
 //	    "rundata"  run id 0x00 kind … → a run's history entries, step keys, pending
 //	               messages and cursor, its webhooks (secret) and the events kept
@@ -22,6 +24,7 @@
 //	    "eventexpiry" arrival (unix ms) ‖ run id 0x00 event id → nothing (expiry
 //	               index of kept events)
 //	    "runindex" created-at ‖ run id → nothing (listing newest first)
+//	    "runended" ended-at (unix ms) ‖ run id → nothing (the sweep's index of ended runs)
 //	    "waiters"  event id 0x00 run id → Waiter
 //	    "lookback" run id 0x00 event id → event data, written by versions before
 //	               kept events had limits; the sweeper moves them into "rundata"
@@ -43,8 +46,9 @@
 // transaction and one fsync, and each returns only after that commit is durable. Unlike
 // bbolt's DB.Batch there is no timer: a commit starts as soon as the previous one ends,
 // taking everything that queued up meanwhile. Update functions may run more than once (if
-// another function in the same group fails, the group is retried without it) and must
-// therefore have no side effects outside the transaction.
+// another function in the same group fails, the group is made again without it, once,
+// undoing in place any function that fails then: commit_undo.go) and must therefore have
+// no side effects outside the transaction.
 //
 // Records are JSON; enums are stored as their names. storage imports flowctl only for
 // the types it persists.

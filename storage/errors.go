@@ -17,6 +17,9 @@ var (
 	// connection); nothing of it is stored. Later writes may succeed.
 	ErrWriteFailed = errors.New("store write failed")
 	ErrConflict    = errors.New("record changed concurrently")
+	// ErrKeyTooLarge: a key or bucket name over the engine's limit, refused by the write
+	// that was given it (the function fails, not the group's commit).
+	ErrKeyTooLarge = errors.New("key too large")
 
 	// ErrNotBolt: the operation reads the bbolt file (a backup), and this store runs on
 	// another engine, whose own tools do it (pg_dump for PostgreSQL).

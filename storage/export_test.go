@@ -30,10 +30,3 @@ func OpenWALEngineForTest(dir string, checkpointBytes int64) (Engine, error) {
 	}
 	return e, nil
 }
-
-// QueuedUpdates is how many Update functions wait for the group being committed.
-func (s *Store) QueuedUpdates() int {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return len(s.queue)
-}

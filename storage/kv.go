@@ -10,6 +10,13 @@ package storage
 // it, so a failed read is never taken for "not found" by anything that outlives the
 // transaction.
 
+// MaxKeyBytes is the longest key and bucket name every engine takes. PostgreSQL refuses
+// an index row over about 2.7 KB, and only when the transaction commits, which would
+// fail every function of a group commit: storage/pg refuses a longer key at once, in
+// Put, with ErrKeyTooLarge. (bbolt's own limit is 32 KiB, also refused in Put.) The API
+// bounds what requests put into keys well below this.
+const MaxKeyBytes = 2048
+
 // Engine runs transactions. Update's transaction is durable when it returns nil.
 // Updates on one Engine may be called concurrently and behave as if one at a time
 // (bbolt has a single writer; storage/pg serialises them). Views may run alongside and

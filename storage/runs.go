@@ -175,6 +175,9 @@ func (t *Tx) PutRun(project string, r *Run) error {
 	if err := b.Put([]byte(r.ID), data); err != nil {
 		return err
 	}
+	if err := t.indexEndedRun(project, r); err != nil { // sweep.go
+		return err
+	}
 	return t.PutRunCursor(project, r)
 }
 
@@ -474,9 +477,16 @@ func (t *Tx) DeleteStepKeys(project, runID string) error {
 	return deletePrefix(b, runDataPrefix(runID, 's'))
 }
 
-// DeleteRun removes an ended run with its history, step keys and index entry.
+// DeleteRun removes an ended run with its history, step keys and index entries.
 func (t *Tx) DeleteRun(project string, r *Run) error {
 	if err := t.UnindexRun(project, r); err != nil {
+		return err
+	}
+	ended, err := t.writeBucket(project, bucketRunEnded)
+	if err != nil {
+		return err
+	}
+	if err := ended.Delete(timeKey(r.EndedAt, r.ID)); err != nil {
 		return err
 	}
 	data, err := t.writeBucket(project, bucketRunData)
@@ -491,23 +501,4 @@ func (t *Tx) DeleteRun(project string, r *Run) error {
 		return err
 	}
 	return b.Delete([]byte(r.ID))
-}
-
-// OldRuns returns up to limit runs created before beforeMs, oldest first.
-func (t *Tx) OldRuns(project string, beforeMs int64, limit int) ([]Run, error) {
-	b := t.bucket(project, bucketRunIndex)
-	if b == nil {
-		return nil, nil
-	}
-	var out []Run
-	c := b.Cursor()
-	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
-		if int64(binary.BigEndian.Uint64(k[:8])) >= beforeMs {
-			break
-		}
-		if r, err := t.Run(project, string(k[8:])); err == nil {
-			out = append(out, *r)
-		}
-	}
-	return out, nil
 }

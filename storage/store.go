@@ -28,6 +28,10 @@ type Options struct {
 	// the disk space the log needs beyond the data file are at most about five times
 	// this (see walBacklog). Default 1 MiB.
 	CheckpointBytes int64
+	// InitialMmapBytes is how much address space the data file is mapped with at first:
+	// until the file grows past it no checkpoint remaps the file (see openBolt). Default
+	// 256 MiB. (Benchmarks and tests set it small to reach a remap quickly.)
+	InitialMmapBytes int
 }
 
 func (o Options) withDefaults() Options {
@@ -39,6 +43,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CheckpointBytes <= 0 {
 		o.CheckpointBytes = 1 << 20
+	}
+	if o.InitialMmapBytes <= 0 {
+		o.InitialMmapBytes = 256 << 20
 	}
 	return o
 }
@@ -64,6 +71,7 @@ type Store struct {
 
 // Open opens (creating if needed) the data file at path. An existing file is validated
 // first (see Validate) and refused, untouched, when damaged: the error wraps ErrCorrupt.
+// Indexes added since the file was written are built (sweep.go).
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -85,15 +93,22 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = e.Close()
 		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
 	}
+	if err := migrateSweepIndexes(e); err != nil { // sweep.go
+		_ = e.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
 	return newStore(e, db, opts), nil
 }
 
 // OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
-// are created when missing.
+// are created when missing, and indexes added since the data was written are built.
 func OpenEngine(e Engine, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := e.Update(createRoots); err != nil {
 		return nil, fmt.Errorf("storage: initialise: %w", err)
+	}
+	if err := migrateSweepIndexes(e); err != nil { // sweep.go
+		return nil, err
 	}
 	return newStore(e, nil, opts), nil
 }
@@ -138,7 +153,7 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 		// stalled commits for tens of ms (bench flow's wake p99: 3-8 ms, 34-70 ms under
 		// load, against 0.6-1.4 and 5-14 without remaps). The file then grows 16 MiB at a
 		// time (bbolt's AllocSize), sparsely.
-		InitialMmapSize: 256 << 20,
+		InitialMmapSize: opts.InitialMmapBytes,
 	})
 	switch {
 	case err == nil:

@@ -22,7 +22,8 @@ const (
 )
 
 var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
-	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys, bucketEventExpiry, bucketSchedules, bucketTopics}
+	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys, bucketEventExpiry, bucketSchedules, bucketTopics,
+	bucketRunEnded, bucketDedupExpiry}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
@@ -160,7 +161,11 @@ func (t *Tx) CreateProject(p *Project) error {
 			return err
 		}
 	}
-	return put(pb.Bucket([]byte(bucketMeta)), keyProject, p)
+	meta := pb.Bucket([]byte(bucketMeta))
+	if err := meta.Put([]byte(keySweepIndexes), []byte{1}); err != nil { // a new project's indexes are complete
+		return err
+	}
+	return put(meta, keyProject, p)
 }
 
 // PutProject overwrites an existing project's record (e.g. after a key rotation).
@@ -454,41 +459,4 @@ func (t *Tx) Dedup(project, id string) (*DedupRecord, error) {
 		return nil, err
 	}
 	return &r, nil
-}
-
-// PutDedup stores a deduplication record.
-func (t *Tx) PutDedup(project, id string, r *DedupRecord) error {
-	b, err := t.writeBucket(project, bucketDedup)
-	if err != nil {
-		return err
-	}
-	return put(b, id, r)
-}
-
-// DeleteExpiredDedup removes up to limit records that expired before nowMs.
-func (t *Tx) DeleteExpiredDedup(project string, nowMs int64, limit int) (int, error) {
-	b := t.bucket(project, bucketDedup)
-	if b == nil {
-		return 0, nil
-	}
-	var expired [][]byte
-	err := b.ForEach(func(k, v []byte) error {
-		if len(expired) >= limit {
-			return nil
-		}
-		var r DedupRecord
-		if json.Unmarshal(v, &r) == nil && r.ExpiresAt < nowMs {
-			expired = append(expired, bytes.Clone(k))
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	for _, k := range expired {
-		if err := b.Delete(k); err != nil {
-			return 0, err
-		}
-	}
-	return len(expired), nil
 }

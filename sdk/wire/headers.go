@@ -60,6 +60,11 @@ const (
 	// on every delivery of a run started by an event (native-api.md).
 	HeaderDuratonWorkflow = "Duraton-Workflow"
 	HeaderDuratonApp      = "Duraton-App"
+	// HeaderNotifyPartial ("true") on the answer of POST /v2/notify/{eventId} says that
+	// the notify woke only the first of the event's waiters (a notify wakes at most
+	// 1,000) and more are waiting: notifying again wakes the next ones. The body keeps
+	// the shape the SDKs read.
+	HeaderNotifyPartial = "Duraton-Notify-Partial"
 	// HeaderAI on a workflow call's publish (Duraton's protocol extension) marks the call
 	// an AI step, metered and capped whatever its URL path; the value names the API shape
 	// ("openai" or "anthropic"). The Go SDK's AI step sets it.

@@ -60,6 +60,9 @@ func (b *bucket) Put(key, value []byte) error {
 	if len(key) == 0 {
 		return fmt.Errorf("pg: key required")
 	}
+	if len(key) > storage.MaxKeyBytes {
+		return fmt.Errorf("pg: %w: %d bytes, the limit is %d", storage.ErrKeyTooLarge, len(key), storage.MaxKeyBytes)
+	}
 	if b.t.err != nil {
 		return b.t.err
 	}

@@ -110,6 +110,9 @@ func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (storage.KVBuck
 	if len(name) == 0 {
 		return nil, errors.New("pg: bucket name required")
 	}
+	if len(name) > storage.MaxKeyBytes {
+		return nil, fmt.Errorf("pg: bucket name: %w: %d bytes, the limit is %d", storage.ErrKeyTooLarge, len(name), storage.MaxKeyBytes)
+	}
 	if id, ok := t.lookup(parent, name); ok {
 		if ifMissing {
 			return &bucket{t: t, id: id}, nil

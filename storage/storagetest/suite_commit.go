@@ -18,6 +18,8 @@ import (
 var errRefused = errors.New("storagetest: refused on purpose")
 
 var groupCommitTests = map[string]func(*testing.T, *storage.Store){
+	"SeveralFailuresCostOneMorePass": severalFailuresCostOneMorePass, // suite_commitfail.go
+	"FailureThatCreatedABucket":      failureThatCreatedABucket,
 	// A failing function rolls back only its own writes; every other function's writes
 	// commit once, even though it may have run more than once (a read-modify-write
 	// counter counts each committed function exactly once).

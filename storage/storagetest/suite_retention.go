@@ -167,13 +167,16 @@ var retentionTests = map[string]func(*testing.T, *storage.Store){
 			return nil
 		})
 	},
-	// Old runs are found oldest first below a time and deleted with everything they hold;
-	// a younger run is untouched.
+	// Runs that ended below a time are deleted oldest end first, at most limit per call,
+	// with everything they hold, through the ended-runs index; live runs, however old,
+	// and a run ended at the cut-off are kept; an index entry of a run that was
+	// restarted is removed alone.
 	"RunRetention": func(t *testing.T, s *storage.Store) {
 		var runs []*storage.Run
 		for i, id := range []string{"wfr_1", "wfr_2", "wfr_10", "wfr_20"} {
-			runs = append(runs, &storage.Run{ID: id, URL: "https://example.com/wf", CreatedAt: base.UnixMilli() + int64(i), State: storage.RunSuccess})
+			runs = append(runs, &storage.Run{ID: id, URL: "https://example.com/wf", CreatedAt: base.UnixMilli() - 100 + int64(i), EndedAt: base.UnixMilli() + int64(i), State: storage.RunSuccess})
 		}
+		runs = append(runs, &storage.Run{ID: "wfr_live", URL: "https://example.com/wf", CreatedAt: base.UnixMilli() - 1000, State: storage.RunStarted})
 		update(t, s, func(tx *storage.Tx) error {
 			for _, r := range runs {
 				if err := putRunWithData(tx, r); err != nil {
@@ -182,25 +185,14 @@ var retentionTests = map[string]func(*testing.T, *storage.Store){
 			}
 			return nil
 		})
-		var old []storage.Run
-		view(t, s, func(tx *storage.Tx) (err error) {
-			old, err = tx.OldRuns(projectP, base.UnixMilli()+3, 2)
-			if err != nil {
+		sweep := func(beforeMs int64, limit int) (n int) {
+			update(t, s, func(tx *storage.Tx) (err error) {
+				n, err = tx.DeleteRunsEndedBefore(projectP, beforeMs, limit)
 				return err
-			}
-			younger, err := tx.OldRuns(projectP, base.UnixMilli()+2, 10)
-			require.Equal(t, []string{"wfr_1", "wfr_2"}, runIDs(younger), "a run created at the cut-off is not older than it")
-			return err
-		})
-		require.Equal(t, []string{"wfr_1", "wfr_2"}, runIDs(old), "oldest first, at most limit")
-		update(t, s, func(tx *storage.Tx) error {
-			for i := range old {
-				if err := tx.DeleteRun(projectP, &old[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+			})
+			return n
+		}
+		require.Equal(t, 2, sweep(base.UnixMilli()+3, 2), "oldest end first, at most limit")
 		view(t, s, func(tx *storage.Tx) error {
 			for _, id := range []string{"wfr_1", "wfr_2"} {
 				_, err := tx.Run(projectP, id)
@@ -211,9 +203,9 @@ var retentionTests = map[string]func(*testing.T, *storage.Store){
 				require.NoError(t, err)
 				require.Empty(t, msgs)
 			}
-			left, err := tx.OldRuns(projectP, base.UnixMilli()+100, 10)
+			listed, _, err := tx.ListRuns(projectP, nil, 10, func(*storage.Run) bool { return true })
 			require.NoError(t, err)
-			require.Equal(t, []string{"wfr_10", "wfr_20"}, runIDs(left))
+			require.Equal(t, []string{"wfr_20", "wfr_10", "wfr_live"}, runIDs(listed), "deleted runs leave the listing")
 			r, err := tx.Run(projectP, "wfr_10")
 			require.NoError(t, err)
 			require.Equal(t, 2, r.HistoryLen)
@@ -225,6 +217,84 @@ var retentionTests = map[string]func(*testing.T, *storage.Store){
 			msgs, err := tx.RunMessages(projectP, "wfr_10")
 			require.NoError(t, err)
 			require.Equal(t, []string{"msg_pending_wfr_10"}, msgs)
+			return nil
+		})
+		require.Equal(t, 1, sweep(base.UnixMilli()+3, 10), "wfr_10; wfr_20 ended at the cut-off")
+		require.Zero(t, sweep(base.UnixMilli()+3, 10))
+
+		// wfr_20 is restarted: its entry is stale, removed alone; ended again, it goes.
+		restarted := *runs[3]
+		restarted.State, restarted.EndedAt = storage.RunStarted, 0
+		update(t, s, func(tx *storage.Tx) error { return tx.PutRun(projectP, &restarted) })
+		require.Equal(t, 1, sweep(base.UnixMilli()+100, 10), "the stale entry")
+		view(t, s, func(tx *storage.Tx) error {
+			_, err := tx.Run(projectP, "wfr_20")
+			require.NoError(t, err, "a live run is kept")
+			return nil
+		})
+		restarted.State, restarted.EndedAt = storage.RunFailed, base.UnixMilli()+200
+		update(t, s, func(tx *storage.Tx) error { return tx.PutRun(projectP, &restarted) })
+		require.Zero(t, sweep(base.UnixMilli()+200, 10))
+		require.Equal(t, 1, sweep(base.UnixMilli()+201, 10))
+		view(t, s, func(tx *storage.Tx) error {
+			_, err := tx.Run(projectP, "wfr_20")
+			require.ErrorIs(t, err, storage.ErrNotFound)
+			_, err = tx.Run(projectP, "wfr_live")
+			require.NoError(t, err, "a live run is never swept")
+			return nil
+		})
+	},
+	// Old live runs, more than a sweep takes at once, do not hide an ended run behind
+	// them: the sweep reaches ended runs only.
+	"OldLiveRunsDoNotStopRunRetention": func(t *testing.T, s *storage.Store) {
+		update(t, s, func(tx *storage.Tx) error {
+			for i := range 1200 {
+				r := &storage.Run{ID: fmt.Sprintf("wfr_live%04d", i), URL: "https://example.com/wf", CreatedAt: base.UnixMilli() - 10_000 + int64(i), State: storage.RunStarted}
+				if err := tx.PutRun(projectP, r); err != nil {
+					return err
+				}
+				if err := tx.IndexRun(projectP, r); err != nil {
+					return err
+				}
+			}
+			return putRunWithData(tx, &storage.Run{ID: "wfr_ended", URL: "https://example.com/wf", CreatedAt: base.UnixMilli() - 5000, EndedAt: base.UnixMilli() - 4000, State: storage.RunCanceled})
+		})
+		var n int
+		update(t, s, func(tx *storage.Tx) (err error) {
+			n, err = tx.DeleteRunsEndedBefore(projectP, base.UnixMilli(), 1000)
+			return err
+		})
+		require.Equal(t, 1, n)
+		view(t, s, func(tx *storage.Tx) error {
+			_, err := tx.Run(projectP, "wfr_ended")
+			require.ErrorIs(t, err, storage.ErrNotFound)
+			return nil
+		})
+	},
+	// A dedup record put again with a later expiry leaves a stale index entry, which the
+	// sweep removes alone at the old expiry, keeping the record.
+	"DedupPutAgain": func(t *testing.T, s *storage.Store) {
+		now := base.UnixMilli()
+		update(t, s, func(tx *storage.Tx) error {
+			return tx.PutDedup(projectP, "d", &storage.DedupRecord{MessageID: "m1", ExpiresAt: now})
+		})
+		update(t, s, func(tx *storage.Tx) error {
+			return tx.PutDedup(projectP, "d", &storage.DedupRecord{MessageID: "m2", ExpiresAt: now + 50})
+		})
+		var n int
+		update(t, s, func(tx *storage.Tx) (err error) { n, err = tx.DeleteExpiredDedup(projectP, now+1, 10); return err })
+		require.Equal(t, 1, n, "the stale entry")
+		view(t, s, func(tx *storage.Tx) error {
+			r, err := tx.Dedup(projectP, "d")
+			require.NoError(t, err)
+			require.Equal(t, "m2", r.MessageID)
+			return nil
+		})
+		update(t, s, func(tx *storage.Tx) (err error) { n, err = tx.DeleteExpiredDedup(projectP, now+51, 10); return err })
+		require.Equal(t, 1, n)
+		view(t, s, func(tx *storage.Tx) error {
+			_, err := tx.Dedup(projectP, "d")
+			require.ErrorIs(t, err, storage.ErrNotFound)
 			return nil
 		})
 	},
