@@ -135,3 +135,70 @@ func TestGroupAmplificationRealProcess(t *testing.T) {
 	t.Logf("messages made: %d; server RSS %d MB, peak %d MB", len(ids), rss>>20, peak>>20)
 	require.Less(t, peak, int64(500<<20))
 }
+
+// TestEventFanOutRealProcess: an app of 1,000 throttled workflows all triggered by one
+// event name. A request of 50 or 150 such events (50,000 and 150,000 runs) is refused
+// whole with 413; requests of one event (1,000 runs) go through, several at once too
+// (those over the project's in-flight budget are told to retry); the server's peak RSS
+// stays under 500 MB through all of it.
+func TestEventFanOutRealProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: runs the duraton binary")
+	}
+	t.Parallel()
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Upstash-Workflow-Sdk-Version", "1")
+		_, _ = w.Write([]byte("{}"))
+	}))
+	t.Cleanup(endpoint.Close)
+	p := startDuraton(t, t.TempDir())
+	client := newAPIClient(t, 60*time.Second)
+	var wfs []string
+	for i := range 1000 {
+		wfs = append(wfs, fmt.Sprintf(`{"name": "w%04d", "url": "%s/w", "triggers": [{"event": "fan"}], "throttle": {"limit": 1, "perMs": 3600000}}`, i, endpoint.URL))
+	}
+	status, body := p.apiCall(t, client, http.MethodPut, "/apps/fan", `{"workflows": [`+strings.Join(wfs, ",")+`]}`)
+	require.Equal(t, http.StatusOK, status, body)
+
+	events := func(n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(`{"name": "fan", "data": {"x": 1}},`, n), ",") + "]"
+	}
+	for _, n := range []int{50, 150} {
+		status, body := p.apiCall(t, client, http.MethodPost, "/events", events(n))
+		require.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+		require.Contains(t, body, fmt.Sprintf("up to %d workflow runs", n*1000))
+	}
+	started := 0
+	for range 5 {
+		status, body := p.apiCall(t, client, http.MethodPost, "/events", events(1))
+		require.Equal(t, http.StatusOK, status, body)
+		started += 1000
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan answer, 4)
+	for range 4 {
+		go func() {
+			status, body := p.apiCall(t, client, http.MethodPost, "/events", events(1))
+			answers <- answer{status, body}
+		}()
+	}
+	for range 4 {
+		a := <-answers
+		switch a.status {
+		case http.StatusOK:
+			started += 1000
+		case http.StatusTooManyRequests:
+			require.Contains(t, a.body, "the limit in flight is 2000")
+		default:
+			t.Fatalf("POST /events answered %d: %s", a.status, a.body)
+		}
+	}
+	status, body = p.apiCall(t, client, http.MethodGet, "/runs/stats", "")
+	require.Equal(t, http.StatusOK, status, body)
+	rss, peak := memOf(t, p.cmd.Process.Pid)
+	t.Logf("runs started: %d; server RSS %d MB, peak %d MB", started, rss>>20, peak>>20)
+	require.Less(t, peak, int64(500<<20))
+}

@@ -188,7 +188,10 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	}
 	d.mtr.WatchEngine(engine.Stats)
 	sched := schedule.New(schedule.Config{Now: d.now, Logger: log}, store, engine)
-	nat, err := native.New(native.Config{CheckURL: d.policy.CheckURL, Now: d.now, Logger: log}, store, engine)
+	nat, err := native.New(native.Config{
+		CheckURL: d.policy.CheckURL, Now: d.now, Logger: log,
+		MaxRunsPerRequest: f.MaxRunsPerRequest, MaxRunsInFlight: f.EventRunsInFlight,
+	}, store, engine)
 	if err != nil {
 		return nil, err
 	}
