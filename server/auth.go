@@ -79,6 +79,9 @@ func (a *authenticator) tokenless(project string) echo.MiddlewareFunc {
 			if c.Request().Header.Get("Authorization") != "" || c.QueryParam("qstash_token") != "" {
 				return authed(c)
 			}
+			if err := tokenlessWrite(c); err != nil {
+				return err
+			}
 			c.Set(projectKey, project)
 			return next(c)
 		}

@@ -81,6 +81,13 @@ type Config struct {
 	// with a token is still checked. Only dev mode sets it; default empty: every request
 	// needs a token.
 	TokenlessProject string
+	// LocalHostsOnly (dev mode) refuses (403) every request whose Host is not this
+	// machine's: localhost, a name under .localhost, a loopback address or ListenHost
+	// (the host of the listen address; when that is empty or all interfaces, any IP
+	// address), so that another site's name re-pointed at this address (DNS rebinding)
+	// reaches nothing. Default false.
+	LocalHostsOnly bool
+	ListenHost     string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives request errors. Default slog.Default().
@@ -194,6 +201,9 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.HTTPErrorHandler = errorHandler(log)
 	e.IPExtractor = clientIP(cfg.ForwardSecret) // X-Forwarded-For only from a replica
 	e.JSONSerializer = compactSerializer{}
+	if cfg.LocalHostsOnly {
+		e.Pre(localHostOnly(cfg.ListenHost))
+	}
 
 	auth := &authenticator{tokens: engine, known: map[string]string{}, limit: newFailedAuthLimiter(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
 	v2 := e.Group("/v2", auth.middleware, hopLimit(cfg.MaxHops))
