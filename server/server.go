@@ -237,16 +237,24 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&backupHandlers{token: cfg.AdminToken, backup: cfg.Backup, log: log}).register(e)
 	e.Any("/console", s.console)
 	e.Any("/console/*", s.console)
-	s.http = &http.Server{
-		Handler:           e,
+	s.http = HTTPServer(cfg, e)
+	return s, nil
+}
+
+// HTTPServer is an http.Server serving h with cfg's header limit and timeouts (zero
+// fields take New's defaults): New's own, and a replica's, whose listener serves the
+// follower's forwarder before it leads.
+func HTTPServer(cfg Config, h http.Handler) *http.Server {
+	cfg = cfg.withDefaults()
+	return &http.Server{
+		Handler:           h,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.With("component", "server").Handler(), slog.LevelWarn),
 	}
-	return s, nil
 }
 
 // metrics serves the Prometheus exposition when it is configured.

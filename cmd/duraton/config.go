@@ -82,6 +82,8 @@ type serverFlags struct {
 	LeaseTTL   time.Duration
 	LeaseGrace time.Duration
 	PGMaxConns int
+	// FollowerBufferBytes caps the request bodies a follower holds at once.
+	FollowerBufferBytes int64
 }
 
 // Token lengths: a token is a bearer secret, so a short one is guessable.
@@ -198,6 +200,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		fs.StringVar(&f.Advertise, "advertise", e.env("DURATON_ADVERTISE"), "base URL other replicas reach this one at, when it leads; default http://<listen address> (DURATON_ADVERTISE)")
 		fs.DurationVar(&f.LeaseTTL, "lease-ttl", e.duration("DURATON_LEASE_TTL", 10*time.Second), "leader lease length on PostgreSQL: a dead leader's work is taken over after this plus --lease-grace (DURATON_LEASE_TTL)")
 		fs.DurationVar(&f.LeaseGrace, "lease-grace", e.duration("DURATON_LEASE_GRACE", 2*time.Second), "wait after a lease expires before taking it over (DURATON_LEASE_GRACE)")
+		fs.Int64Var(&f.FollowerBufferBytes, "follower-buffer-bytes", e.int64("DURATON_FOLLOWER_BUFFER_BYTES", 128<<20), "bytes of request bodies a follower replica holds at once before forwarding them; more is refused with 503 (DURATON_FOLLOWER_BUFFER_BYTES)")
 		fs.Int64Var(&pgConns, "pg-max-conns", e.int64("DURATON_PG_MAX_CONNS", 16), "PostgreSQL connections per replica (DURATON_PG_MAX_CONNS)")
 	}
 	// A malformed flag value is refused by fs.Parse, which names the flag on stderr.
