@@ -69,8 +69,12 @@ func tokenlessWrite(c echo.Context) error {
 	if origin := r.Header.Get("Origin"); origin != "" && !sameOriginAs(origin, r.Host) {
 		return &apiError{status: http.StatusForbidden, msg: "a request without a token from a page of another site (Origin " + origin + ") is refused; send the token"}
 	}
-	if r.ContentLength != 0 || r.Method == http.MethodPost {
-		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	// A body, or any declared type (a form's, even empty), must be JSON; a POST without
+	// either (a cancel) is judged by its Origin alone, which a browser always sends
+	// across sites.
+	ct := r.Header.Get("Content-Type")
+	if r.ContentLength != 0 || ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			return &apiError{status: http.StatusUnsupportedMediaType, msg: "a request without a token must send Content-Type: application/json (or send the token)"}
 		}
