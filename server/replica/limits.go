@@ -17,14 +17,21 @@ import (
 // forwarded at once share MaxBufferedBytes.
 
 // bodyLimit is the largest body the leader takes on r's route: a batch, an app's
-// definitions or a list of events may be MaxBodyBytes; anything else MaxMessageBytes.
+// definitions or a list of events may be MaxBodyBytes; a URL group's endpoints 256 KiB;
+// anything else MaxMessageBytes.
 func (f *Forwarder) bodyLimit(r *http.Request) int64 {
 	p := r.URL.Path
-	if p == "/v2/batch" || p == "/events" || strings.HasPrefix(p, "/apps/") {
+	switch {
+	case p == "/v2/batch" || p == "/events" || strings.HasPrefix(p, "/apps/"):
 		return f.cfg.MaxBodyBytes
+	case strings.HasPrefix(p, "/v2/topics/"):
+		return min(max(f.cfg.MaxMessageBytes, maxEndpointsBody), f.cfg.MaxBodyBytes)
 	}
 	return min(f.cfg.MaxMessageBytes, f.cfg.MaxBodyBytes)
 }
+
+// maxEndpointsBody is the leader's limit of a URL group's endpoints body.
+const maxEndpointsBody = 256 << 10
 
 // bodyError is a refusal of readBody, with the status it answers.
 type bodyError struct {
