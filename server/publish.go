@@ -74,7 +74,7 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 		return err
 	}
 	if h.groups != nil && isGroupDestination(dest) {
-		if err := noFanOutFromDelivery(c, "a URL group's", 0); err != nil {
+		if err := noFanOutFromDelivery(c, "a URL group's fan-out", 0); err != nil {
 			return err
 		}
 		pubs, err := h.fanOut(c, c.Request().Header, dest, body, queue)
@@ -130,7 +130,7 @@ func (h *publishHandlers) batch(c echo.Context) error {
 			}
 		}
 		if h.groups != nil && isGroupDestination(e.Destination) {
-			if err := noFanOutFromDelivery(c, "a URL group's", 0); err != nil {
+			if err := noFanOutFromDelivery(c, "a URL group's fan-out", 0); err != nil {
 				return prefixError(fmt.Sprintf("batch[%d]", i), err)
 			}
 			group, err := h.fanOut(c, header, e.Destination, body, queue)
