@@ -109,10 +109,12 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		},
 		Self: id,
 		// The leader's limits: a batch, an app or events up to 16 MiB, any other body up
-		// to --max-body-bytes; all bodies held at once up to --follower-buffer-bytes.
+		// to --max-body-bytes (and no more without a valid token); all bodies held at
+		// once up to --follower-buffer-bytes.
 		MaxBodyBytes:     max(f.MaxBodyBytes, 16<<20),
 		MaxMessageBytes:  f.MaxBodyBytes,
 		MaxBufferedBytes: f.FollowerBufferBytes,
+		Authorized:       newFollowerTokens(eng, log).authorized,
 		Leader: func(ctx context.Context) (string, error) {
 			l, err := eng.Leader(ctx)
 			if err != nil || !l.Live || l.Holder == id {

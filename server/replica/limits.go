@@ -11,10 +11,11 @@ import (
 )
 
 // A follower reads a request's whole body before forwarding it (so that it can send it
-// again to the next leader), before anyone checked the caller's token. What keeps that
-// from holding the memory of the process: a declared length over the route's limit is
-// refused unread, a body must arrive within BodyTimeout, and all bodies being read or
-// forwarded at once share MaxBufferedBytes.
+// again to the next leader), before the leader checks anything. What keeps that from
+// holding the memory of the process: a declared length over the route's limit is
+// refused unread, a body must arrive within BodyTimeout, all bodies being read or
+// forwarded at once share MaxBufferedBytes, and a request without a valid token gets
+// the small limit on every route and a quarter of the budget only.
 
 // bodyLimit is the largest body the leader takes on r's route: a batch, an app's
 // definitions or a list of events may be MaxBodyBytes; a URL group's endpoints 256 KiB;
@@ -44,7 +45,10 @@ func (e *bodyError) Error() string { return e.msg }
 // readBody reads r's body within its route's limit, the body timeout and the shared
 // budget. release gives its bytes back to the budget once the request is done.
 func (f *Forwarder) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
-	limit := f.bodyLimit(r)
+	limit, budget := f.bodyLimit(r), f.buffered
+	if r.ContentLength != 0 && f.cfg.Authorized != nil && !f.cfg.Authorized(r) {
+		limit, budget = min(limit, f.cfg.MaxMessageBytes), f.anon
+	}
 	if r.ContentLength > limit {
 		return nil, nil, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is larger than the %d bytes this route takes", r.ContentLength, limit)}
 	}
@@ -55,12 +59,12 @@ func (f *Forwarder) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 	reserve := int64(0)
 	if r.ContentLength > 0 {
 		reserve = r.ContentLength
-		if !f.buffered.take(reserve) {
-			return nil, nil, f.budgetError()
+		if !budget.take(reserve) {
+			return nil, nil, f.budgetError(budget)
 		}
 	}
 	taken := reserve
-	release = func() { f.buffered.give(taken) }
+	release = func() { budget.give(taken) }
 	_ = http.NewResponseController(w).SetReadDeadline(f.cfg.Now().Add(f.cfg.BodyTimeout))
 	defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Time{}) }()
 	var buf []byte
@@ -75,9 +79,9 @@ func (f *Forwarder) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 			return nil, nil, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the %d bytes this route takes", limit)}
 		}
 		if extra := int64(len(buf)+n) - taken; extra > 0 {
-			if !f.buffered.take(extra) {
+			if !budget.take(extra) {
 				release()
-				return nil, nil, f.budgetError()
+				return nil, nil, f.budgetError(budget)
 			}
 			taken += extra
 		}
@@ -96,8 +100,12 @@ func (f *Forwarder) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 	}
 }
 
-func (f *Forwarder) budgetError() error {
-	return &bodyError{http.StatusServiceUnavailable, fmt.Sprintf("this replica is holding %d bytes of request bodies, its limit; retry shortly", f.cfg.MaxBufferedBytes)}
+func (f *Forwarder) budgetError(b *byteBudget) error {
+	whose := "with a valid token"
+	if b == f.anon {
+		whose = "without a valid token"
+	}
+	return &bodyError{http.StatusServiceUnavailable, fmt.Sprintf("this replica is holding %d bytes of request bodies %s, its limit; retry shortly", b.limit, whose)}
 }
 
 // byteBudget counts bytes held against a limit.

@@ -61,8 +61,13 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxBufferedBytes caps the bytes of request bodies this replica holds at once
 	// (read, or waiting to be forwarded); a request that would go over is refused with
-	// 503. Default 128 MiB.
+	// 503. A quarter of it is for requests without a valid token (Authorized), the rest
+	// for those with one, so callers without a token cannot take it all. Default 128 MiB.
 	MaxBufferedBytes int64
+	// Authorized reports whether r carries a valid API token; one that does not may
+	// send a body of MaxMessageBytes at most on any route, from its quarter of
+	// MaxBufferedBytes. Default nil: every request counts as authorized.
+	Authorized func(r *http.Request) bool
 	// Metrics serves this replica's own GET /metrics (nil: forwarded like any request).
 	// A follower answers it itself so that a scrape of each replica reads that replica,
 	// and the leader's counters are not collected once per replica.
@@ -113,7 +118,8 @@ func (c Config) withDefaults() Config {
 // Forwarder is a follower's handler.
 type Forwarder struct {
 	cfg      Config
-	buffered *byteBudget // bytes of request bodies held now
+	buffered *byteBudget // bytes of request bodies with a valid token held now
+	anon     *byteBudget // and of those without one
 
 	mu     sync.Mutex
 	leader *url.URL
@@ -129,7 +135,8 @@ func New(cfg Config) (*Forwarder, error) {
 		return nil, errors.New("replica: Config.MaxBodyBytes, MaxMessageBytes, BodyTimeout and MaxBufferedBytes must not be negative")
 	}
 	cfg = cfg.withDefaults()
-	return &Forwarder{cfg: cfg, buffered: &byteBudget{limit: cfg.MaxBufferedBytes}}, nil
+	anon := cfg.MaxBufferedBytes / 4
+	return &Forwarder{cfg: cfg, buffered: &byteBudget{limit: cfg.MaxBufferedBytes - anon}, anon: &byteBudget{limit: anon}}, nil
 }
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
