@@ -81,20 +81,26 @@ func (c ChatCompletion) Text() string {
 	return c.Choices[0].Message.Content
 }
 
-// AIError is a non-2xx answer of the AI API.
+// AIError is a non-2xx answer of the AI API, or no answer at all: Status 0 means the
+// call never got one (the provider could not be reached or timed out, and its retries
+// are spent), with Duraton's description of the failure in Body.
 type AIError struct {
 	Status int
 	Body   []byte
 }
 
 func (e *AIError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("sdk: AI call got no answer: %s", strings.TrimSpace(string(e.Body)))
+	}
 	return fmt.Sprintf("sdk: AI call answered %d: %s", e.Status, strings.TrimSpace(string(e.Body)))
 }
 
 // AI has Duraton call a chat-completions API as the step name and returns the typed
 // answer. Duraton meters it and checks the run's AI cap first: a call the cap does not
 // let start fails the run (the failure function gets a *BudgetError as
-// FailureContext.Err). A non-2xx answer is an *AIError.
+// FailureContext.Err). A non-2xx answer, or none (an unreachable provider), is an
+// *AIError.
 func AI(c *Context, name string, req AIRequest) (ChatCompletion, error) {
 	body, err := json.Marshal(req.Chat)
 	if err != nil {
@@ -116,9 +122,11 @@ func AI(c *Context, name string, req AIRequest) (ChatCompletion, error) {
 		URL: strings.TrimRight(base, "/") + "/chat/completions", Method: http.MethodPost, Body: body,
 		Header: header, Retries: req.Retries, Timeout: req.Timeout,
 	}, map[string]string{wire.HeaderAI: "openai"})
-	if err != nil || res.Status == 0 { // res.Status 0: the call was just scheduled
+	if err != nil {
 		return ChatCompletion{}, err
 	}
+	// c.call returns only a recorded result (scheduling the call ends the delivery), so
+	// status 0 is a call that got no answer, never one still to come.
 	if res.Status < 200 || res.Status > 299 {
 		return ChatCompletion{}, &AIError{Status: res.Status, Body: res.Body}
 	}

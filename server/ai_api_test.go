@@ -322,3 +322,37 @@ func TestAIPricesRoute(t *testing.T) {
 	req.Header.Del("Authorization")
 	require.Equal(t, http.StatusUnauthorized, bare.send(t, req).Status)
 }
+
+// TestAIUnreachableProviderIsAnError: an AI step whose provider cannot be reached
+// (nothing listens on port 1) with no retries fails the run with an *AIError of status 0;
+// it is never recorded as a success with an empty completion.
+func TestAIUnreachableProviderIsAnError(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	app := newSDKApp(t, env)
+	var fails budgetFailures
+	var mu sync.Mutex
+	var stepErr error
+	app.mux.Handle("/unreachable", sdk.Serve(func(c *sdk.Context) (any, error) {
+		res, err := sdk.AI(c, "ask", sdk.AIRequest{BaseURL: "http://127.0.0.1:1/v1", Retries: 0,
+			Chat: sdk.ChatRequest{Model: "mock-1", Messages: []sdk.ChatMessage{{Role: "user", Content: "x"}}}})
+		mu.Lock()
+		stepErr = err
+		mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return res.Text(), nil
+	}, sdk.WithServeEnv(app.env), sdk.WithFailureFunction(fails.fn)))
+	env.mustPutApp(t, "ai", fmt.Sprintf(`{"workflows": [{"name": "unreachable", "url": %q, "triggers": [{"event": "go"}], "retries": 0}]}`,
+		app.srv.URL+"/unreachable"))
+	runID := env.sendEvents(t, `{"name": "go", "data": {}}`)[0].Runs[0].RunID
+
+	env.eventuallyRunStatus(t, runID, "failed")
+	mu.Lock()
+	defer mu.Unlock()
+	var ae *sdk.AIError
+	require.True(t, errors.As(stepErr, &ae), "sdk.AI returned %v", stepErr)
+	require.Equal(t, 0, ae.Status)
+	require.Contains(t, ae.Error(), "no answer")
+}

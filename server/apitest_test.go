@@ -101,6 +101,8 @@ type envOptions struct {
 	metricsToken string
 	// adminToken enables GET /admin/backup.
 	adminToken string
+	// native adjusts the native unit's config before native.New (event fan-out bounds).
+	native func(*native.Config)
 }
 
 // apiEnv is one running server with its own store, engine and recording endpoint.
@@ -167,7 +169,11 @@ func newAPI(t *testing.T, opts envOptions) *apiEnv {
 	require.NoError(t, err)
 	env.Metrics.WatchEngine(env.Engine.Stats)
 	sched := schedule.New(schedule.Config{Logger: quiet}, twice, env.Engine)
-	nat, err := native.New(native.Config{CheckURL: policy.CheckURL, Now: engineCfg.Now}, twice, env.Engine)
+	natCfg := native.Config{CheckURL: policy.CheckURL, Now: engineCfg.Now}
+	if opts.native != nil {
+		opts.native(&natCfg)
+	}
+	nat, err := native.New(natCfg, twice, env.Engine)
 	require.NoError(t, err)
 	env.native = nat
 	cfg := Config{Native: nat, CheckDestination: policy.CheckURL, Metrics: env.Metrics.Handler(opts.metricsToken), Schedules: sched,

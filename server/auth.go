@@ -103,6 +103,9 @@ func (a *authenticator) tokenless(project string) echo.MiddlewareFunc {
 			if c.Request().Header.Get("Authorization") != "" || c.QueryParam("qstash_token") != "" {
 				return authed(c)
 			}
+			if err := tokenlessWrite(c); err != nil {
+				return err
+			}
 			c.Set(projectKey, project)
 			return next(c)
 		}
@@ -142,6 +145,10 @@ func (a *authenticator) project(ctx context.Context, hash string) (string, bool)
 const maxKnownTokens = 10_000
 
 // bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC 7235 §2.1).
+// BearerToken is the token of an Authorization header value ("Bearer <token>", the
+// scheme in any case); false when it holds none.
+func BearerToken(header string) (string, bool) { return bearerToken(header) }
+
 func bearerToken(header string) (string, bool) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {

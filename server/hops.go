@@ -39,3 +39,17 @@ func hopsOf(c echo.Context) int {
 	n, _ := c.Get(ctxHops).(int)
 	return n
 }
+
+// noFanOutFromDelivery refuses a request that is itself a Duraton delivery (it carries
+// Duraton-Hops) when it would create more than one message: to a URL group, or n > 1
+// messages of a batch. The hop limit bounds how deep a chain of deliveries that come back
+// to the API can go, not how wide: a group whose endpoints lead back to its own publish
+// (through a proxy or another replica) would multiply by its size at every hop. One
+// message per hop keeps the work of one outside request at the group's size times the
+// hop limit, at most.
+func noFanOutFromDelivery(c echo.Context, what string, n int) error {
+	if hops := hopsOf(c); hops > 0 && n != 1 {
+		return headerError(wire.HeaderHops, "this request descends from %d Duraton deliveries and may create one message, not %s: a Duraton delivery that publishes to a URL group or a batch again could multiply without bound; publish to each endpoint directly", hops, what)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -161,5 +162,62 @@ func TestDeliveryLoopsThroughDuratonAreRefused(t *testing.T) {
 			return false
 		})
 		require.Zero(t, received(ep, "/chain"))
+	})
+}
+
+// A URL group whose endpoints lead back to its own publish (through a proxy, as a
+// follower replica would be) multiplied by its size at every hop: one publish made
+// thousands of messages. A Duraton delivery may now create one message only, so the
+// group's first deliveries are refused and the request's work ends at the group's size.
+func TestGroupAmplificationThroughTheAPIIsBounded(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	target, err := url.Parse(env.URL)
+	require.NoError(t, err)
+	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(proxy.Close)
+	named := strings.Replace(proxy.URL, "127.0.0.1", "localhost", 1) // a second endpoint
+	env.addEndpoints(t, "amp", map[string]string{"name": "one", "url": proxy.URL + "/v2/publish/amp"},
+		map[string]string{"name": "two", "url": named + "/v2/publish/amp"})
+	header := []string{"Upstash-Retries", "0"}
+	for j := 1; j <= 10; j++ {
+		header = append(header, strings.Repeat("Upstash-Forward-", j)+"Authorization", "Bearer "+env.Token)
+	}
+	r := env.call(t, http.MethodPost, "/v2/publish/amp", []byte("x"), header...)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.Len(t, decodeJSON[[]wire.PublishResult](t, r), 2)
+
+	refused := func() int {
+		n := 0
+		for _, ev := range env.logs(t, "state=FAILED&count=100").Events {
+			if ev.ResponseStatus == http.StatusBadRequest && strings.Contains(ev.ResponseBody, "may create one message") {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "both deliveries refused", func() bool { return refused() == 2 })
+	ids := map[string]bool{}
+	for _, ev := range env.logs(t, "count=1000").Events {
+		ids[ev.MessageID] = true
+	}
+	require.Len(t, ids, 2, "the publish made the group's two messages and nothing more")
+
+	t.Run("a delivery may not publish a batch of more than one message or a schedule", func(t *testing.T) {
+		batch := fmt.Appendf(nil, `[{"destination": %q, "body": "a"}, {"destination": %q, "body": "b"}]`, env.Endpoint.URL("/b1"), env.Endpoint.URL("/b2"))
+		r := env.call(t, http.MethodPost, "/v2/batch", batch, "Duraton-Hops", "1", "Content-Type", "application/json")
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		require.Contains(t, r.errorMessage(t), "Duraton-Hops")
+		one := fmt.Appendf(nil, `[{"destination": %q, "body": "a"}]`, env.Endpoint.URL("/b1"))
+		r = env.call(t, http.MethodPost, "/v2/batch", one, "Duraton-Hops", "1", "Content-Type", "application/json")
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		r = env.call(t, http.MethodPost, "/v2/batch", fmt.Appendf(nil, `[{"destination": "amp", "body": "a"}]`), "Duraton-Hops", "1", "Content-Type", "application/json")
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		r = env.call(t, http.MethodPost, "/v2/schedules/"+env.Endpoint.URL("/s"), nil, "Duraton-Hops", "2", "Upstash-Cron", "* * * * *")
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		require.Contains(t, r.errorMessage(t), "schedule")
+		// Without the header, all of these are ordinary requests.
+		r = env.call(t, http.MethodPost, "/v2/batch", batch, "Content-Type", "application/json")
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	})
 }

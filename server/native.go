@@ -189,6 +189,9 @@ func (h *nativeHandlers) sendEvents(c echo.Context) error {
 		return nativeError(err)
 	}
 	res, err := h.native.SendEvents(c.Request().Context(), projectOf(c), events)
+	if errors.Is(err, native.ErrBusy) {
+		c.Response().Header().Set("Retry-After", "1")
+	}
 	if err != nil {
 		return nativeError(err)
 	}
@@ -243,6 +246,10 @@ func nativeError(err error) error {
 		return &apiError{status: http.StatusConflict, msg: err.Error()}
 	case errors.Is(err, native.ErrLimit):
 		return limitError("%v", err)
+	case errors.Is(err, native.ErrTooManyRuns):
+		return &apiError{status: http.StatusRequestEntityTooLarge, msg: "events: " + strings.TrimPrefix(err.Error(), native.ErrTooManyRuns.Error()+": ")}
+	case errors.Is(err, native.ErrBusy):
+		return &apiError{status: http.StatusTooManyRequests, msg: "events: " + strings.TrimPrefix(err.Error(), native.ErrBusy.Error()+": ")}
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/sdk"
 )
 
@@ -322,3 +323,37 @@ func newTestClock() *testClock {
 
 func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestEventFanOutBounded: a request whose events could start more runs than the
+// per-request limit is refused whole with 413 (nothing stored: no event, no run), one at
+// the limit goes through, and a request that finds its project's requests creating the
+// in-flight limit already is refused with 429.
+func TestEventFanOutBounded(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{native: func(c *native.Config) { c.MaxRunsPerRequest, c.MaxRunsInFlight = 6, 6 }})
+	env.mustPutApp(t, "fan", fmt.Sprintf(`{"workflows": [
+		{"name": "w1", "url": %q, "triggers": [{"event": "fan"}], "throttle": {"limit": 1, "perMs": 3600000}},
+		{"name": "w2", "url": %q, "triggers": [{"event": "fan"}], "throttle": {"limit": 1, "perMs": 3600000}},
+		{"name": "w3", "url": %q, "triggers": [{"event": "fan"}, {"event": "other"}], "throttle": {"limit": 1, "perMs": 3600000}}]}`,
+		env.Endpoint.URL("/w1"), env.Endpoint.URL("/w2"), env.Endpoint.URL("/w3")))
+
+	r := env.call(t, http.MethodPost, "/events", []byte(`[{"name": "fan"}, {"name": "fan"}, {"name": "other"}]`), "Content-Type", "application/json")
+	require.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%s", r.Body)
+	msg := r.errorMessage(t)
+	require.Contains(t, msg, "up to 7 workflow runs")
+	require.Contains(t, msg, "the limit is 6 per request")
+	list := env.call(t, http.MethodGet, "/events", nil)
+	require.Equal(t, http.StatusOK, list.Status)
+	require.NotContains(t, string(list.Body), `"fan"`, "nothing of the refused request was stored")
+
+	res := env.sendEvents(t, `[{"name": "fan"}, {"name": "fan"}]`)
+	require.Len(t, res, 2)
+	require.Len(t, res[0].Runs, 3)
+
+	// A request that finds the project's budget taken by others is told to retry.
+	err := nativeError(fmt.Errorf("%w: the limit in flight is 6; retry shortly", native.ErrBusy))
+	var api *apiError
+	require.ErrorAs(t, err, &api)
+	require.Equal(t, http.StatusTooManyRequests, api.status)
+	require.Equal(t, "events: the limit in flight is 6; retry shortly", api.msg)
+}

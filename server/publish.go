@@ -74,6 +74,9 @@ func (h *publishHandlers) publishOne(c echo.Context, dest, queue string) error {
 		return err
 	}
 	if h.groups != nil && isGroupDestination(dest) {
+		if err := noFanOutFromDelivery(c, "a URL group's fan-out", 0); err != nil {
+			return err
+		}
 		pubs, err := h.fanOut(c, c.Request().Header, dest, body, queue)
 		if err != nil {
 			return err
@@ -110,6 +113,9 @@ func (h *publishHandlers) batch(c echo.Context) error {
 	if len(entries) > h.cfg.MaxBatchMessages {
 		return badRequest("batch has %d messages, the limit is %d", len(entries), h.cfg.MaxBatchMessages)
 	}
+	if err := noFanOutFromDelivery(c, fmt.Sprintf("a batch of %d", len(entries)), len(entries)); err != nil {
+		return err
+	}
 	pubs := make([]delivery.Publication, 0, len(entries))
 	fanned := make([]int, len(entries)) // publications of entry i; -1: one, answered as an object
 	for i, e := range entries {
@@ -124,6 +130,9 @@ func (h *publishHandlers) batch(c echo.Context) error {
 			}
 		}
 		if h.groups != nil && isGroupDestination(e.Destination) {
+			if err := noFanOutFromDelivery(c, "a URL group's fan-out", 0); err != nil {
+				return prefixError(fmt.Sprintf("batch[%d]", i), err)
+			}
 			group, err := h.fanOut(c, header, e.Destination, body, queue)
 			if err != nil {
 				return prefixError(fmt.Sprintf("batch[%d]", i), err)

@@ -51,6 +51,11 @@ func (h *scheduleHandlers) create(c echo.Context) error {
 	if err := h.enabled(); err != nil {
 		return err
 	}
+	// A schedule's messages start at hop 0: made by a delivery, it would restart the
+	// count at every tick.
+	if err := noFanOutFromDelivery(c, "a schedule (a message every tick)", 0); err != nil {
+		return err
+	}
 	r := c.Request()
 	cron := strings.TrimSpace(r.Header.Get(wire.HeaderCron))
 	if cron == "" {

@@ -92,6 +92,13 @@ type Config struct {
 	// with a token is still checked. Only dev mode sets it; default empty: every request
 	// needs a token.
 	TokenlessProject string
+	// LocalHostsOnly (dev mode) refuses (403) every request whose Host is not this
+	// machine's: localhost, a name under .localhost, a loopback address or ListenHost
+	// (the host of the listen address; when that is empty or all interfaces, any IP
+	// address), so that another site's name re-pointed at this address (DNS rebinding)
+	// reaches nothing. Default false.
+	LocalHostsOnly bool
+	ListenHost     string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives request errors. Default slog.Default().
@@ -213,6 +220,9 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	e.HTTPErrorHandler = errorHandler(log)
 	e.IPExtractor = clientIP(cfg.ForwardSecret) // X-Forwarded-For only from a replica
 	e.JSONSerializer = compactSerializer{}
+	if cfg.LocalHostsOnly {
+		e.Pre(localHostOnly(cfg.ListenHost))
+	}
 
 	auth := &authenticator{tokens: engine, known: map[string]knownToken{}, ttl: cfg.TokenCacheTTL, now: cfg.Now,
 		limit: authlimit.New(cfg.FailedAuthBurst, time.Minute, cfg.Now)}
@@ -247,16 +257,24 @@ func New(cfg Config, engine *delivery.Engine) (*Server, error) {
 	(&backupHandlers{token: cfg.AdminToken, backup: cfg.Backup, log: log}).register(e)
 	e.Any("/console", s.console)
 	e.Any("/console/*", s.console)
-	s.http = &http.Server{
-		Handler:           e,
+	s.http = HTTPServer(cfg, e)
+	return s, nil
+}
+
+// HTTPServer is an http.Server serving h with cfg's header limit and timeouts (zero
+// fields take New's defaults): New's own, and a replica's, whose listener serves the
+// follower's forwarder before it leads.
+func HTTPServer(cfg Config, h http.Handler) *http.Server {
+	cfg = cfg.withDefaults()
+	return &http.Server{
+		Handler:           h,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.With("component", "server").Handler(), slog.LevelWarn),
 	}
-	return s, nil
 }
 
 // metrics serves the Prometheus exposition when it is configured.

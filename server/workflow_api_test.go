@@ -564,14 +564,20 @@ func TestWorkflowAPITriggerAdoptedBySDK(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
 	// The endpoint answers the first delivery only once the test has adopted the run, as
-	// the SDK re-publishes the init before it answers.
-	adopted := make(chan struct{})
+	// the SDK re-publishes the init before it answers; and the adopted one once the test
+	// has read it (a delivered message is gone).
+	adopted, checked := make(chan struct{}), make(chan struct{})
+	hold := func(c chan struct{}) {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	ep := &recorder{deliverytest.NewEndpoint(t, func(req *http.Request, _ int) (int, http.Header, string) {
 		if req.Header.Get("Upstash-Workflow-Unknown-Sdk") != "" {
-			select {
-			case <-adopted:
-			case <-time.After(10 * time.Second):
-			}
+			hold(adopted)
+		} else if req.Header.Get("Upstash-Workflow-Runid") == "wfr_adopt" {
+			hold(checked)
 		}
 		return http.StatusOK, http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}, "ok"
 	})}
@@ -588,15 +594,16 @@ func TestWorkflowAPITriggerAdoptedBySDK(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	res := decodeJSON[[]wire.PublishResult](t, r)
 	require.False(t, res[0].Deduplicated, "the SDK's answer continues the run")
+	m := decodeJSON[wire.Message](t, env.call(t, http.MethodGet, "/v2/messages/"+res[0].MessageID, nil))
+	close(checked)
+	require.Equal(t, 1, m.MaxRetries, "the trigger's own settings stay")
+	require.Equal(t, wfURL, m.FailureCallback, "the route's failure callback is taken")
 	require.Equal(t, "true", ep.waitMessage(t, first.MessageID).Header.Get("Upstash-Workflow-Unknown-Sdk"))
 	d := ep.waitMessage(t, res[0].MessageID)
 	require.Empty(t, d.Header.Get("Upstash-Workflow-Unknown-Sdk"))
 	require.Equal(t, "1", d.Header.Get("Upstash-Workflow-Sdk-Version"))
 	require.Equal(t, []wire.HistoryEntry{{MessageID: first.MessageID, Body: []byte(`{"n":1}`), CallType: "step"}}, history(t, d),
 		"the adopted delivery carries the history the trigger recorded, once")
-	m := decodeJSON[wire.Message](t, env.call(t, http.MethodGet, "/v2/messages/"+res[0].MessageID, nil))
-	require.Equal(t, 1, m.MaxRetries, "the trigger's own settings stay")
-	require.Equal(t, wfURL, m.FailureCallback, "the route's failure callback is taken")
 
 	r = env.batchWF(t, adopt)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)

@@ -189,6 +189,22 @@ func (t *Tx) TriggeredBy(project, event string) ([]WorkflowDef, error) {
 	return out, nil
 }
 
+// TriggerCount is how many definitions an event name starts (TriggeredBy's length,
+// without reading them).
+func (t *Tx) TriggerCount(project, event string) (int, error) {
+	ix := t.bucket(project, bucketTriggers)
+	if ix == nil {
+		return 0, nil
+	}
+	prefix := append([]byte(event), 0)
+	n := 0
+	c := ix.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		n++
+	}
+	return n, nil
+}
+
 // ---- events
 
 // PutEvent stores an event.

@@ -214,6 +214,26 @@ func (t *Tx) TokenProject(tokenHash string) (string, error) {
 	return string(v), nil
 }
 
+// TokenProjectIn is TokenProject read straight from an engine, without a Store: for a
+// follower replica, which keeps none. ErrNotFound also before any Store initialised
+// the engine.
+func TokenProjectIn(e Engine, tokenHash string) (string, error) {
+	var project string
+	err := e.View(func(tx KVTx) error {
+		b := tx.Bucket([]byte(bucketTokens))
+		if b == nil {
+			return ErrNotFound
+		}
+		v := b.Get([]byte(tokenHash))
+		if v == nil {
+			return ErrNotFound
+		}
+		project = string(v)
+		return nil
+	})
+	return project, err
+}
+
 // ---- messages
 
 // PutMessage writes a message record.

@@ -60,12 +60,16 @@ type serverFlags struct {
 	ProjectCeiling  int
 	ProjectShare    int
 	MaxFlowKeys     int
-	DefaultTimeout  time.Duration
-	DrainTimeout    time.Duration
-	HookRate        int64
-	Retention       retention
-	LogLevel        string
-	LogFormat       string
+	// MaxRunsPerRequest and EventRunsInFlight bound the workflow runs of POST /events
+	// (native.Config).
+	MaxRunsPerRequest int
+	EventRunsInFlight int
+	DefaultTimeout    time.Duration
+	DrainTimeout      time.Duration
+	HookRate          int64
+	Retention         retention
+	LogLevel          string
+	LogFormat         string
 	// AIPricesFile names the AI price table (--ai-prices); AIPrices is that file, read
 	// and validated.
 	AIPricesFile string
@@ -85,6 +89,8 @@ type serverFlags struct {
 	LeaseTTL   time.Duration
 	LeaseGrace time.Duration
 	PGMaxConns int
+	// FollowerBufferBytes caps the request bodies a follower holds at once.
+	FollowerBufferBytes int64
 }
 
 // Token lengths: a token is a bearer secret, so a short one is guessable.
@@ -181,6 +187,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&share, "project-share", e.int64("DURATON_PROJECT_SHARE", 0), "most deliveries one project may have in flight of --max-in-flight, so a project whose endpoints hang cannot starve the others; 0 = half of --max-in-flight (DURATON_PROJECT_SHARE)")
 	var maxKeys int64
 	fs.Int64Var(&maxKeys, "max-flow-keys", e.int64("DURATON_MAX_FLOW_KEYS", 100_000), "flow-control keys one project may have active at once (DURATON_MAX_FLOW_KEYS)")
+	var runsPerRequest, runsInFlight int64
+	fs.Int64Var(&runsPerRequest, "max-runs-per-request", e.int64("DURATON_MAX_RUNS_PER_REQUEST", 1000), "workflow runs one POST /events may start, one per event and workflow it triggers; more is refused with 413 (DURATON_MAX_RUNS_PER_REQUEST)")
+	fs.Int64Var(&runsInFlight, "event-runs-in-flight", e.int64("DURATON_EVENT_RUNS_IN_FLIGHT", 2000), "workflow runs one project's event requests may be creating at once; a request that would go over is refused with 429 (DURATON_EVENT_RUNS_IN_FLIGHT)")
 	fs.DurationVar(&f.DefaultTimeout, "default-timeout", e.duration("DURATON_DEFAULT_TIMEOUT", 30*time.Second), "attempt timeout when a message sets none (DURATON_DEFAULT_TIMEOUT)")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", e.duration("DURATON_DRAIN_TIMEOUT", 10*time.Second), "how long shutdown waits for in-flight attempts (DURATON_DRAIN_TIMEOUT)")
 	fs.BoolVar(&f.SwitchMode, "switch-mode", false, "open a data directory created by the other mode (dev/serve) and hand it over to this one")
@@ -200,6 +209,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		fs.StringVar(&f.Advertise, "advertise", e.env("DURATON_ADVERTISE"), "base URL other replicas reach this one at, when it leads; default http://<listen address> (DURATON_ADVERTISE)")
 		fs.DurationVar(&f.LeaseTTL, "lease-ttl", e.duration("DURATON_LEASE_TTL", 10*time.Second), "leader lease length on PostgreSQL: a dead leader's work is taken over after this plus --lease-grace (DURATON_LEASE_TTL)")
 		fs.DurationVar(&f.LeaseGrace, "lease-grace", e.duration("DURATON_LEASE_GRACE", 2*time.Second), "wait after a lease expires before taking it over (DURATON_LEASE_GRACE)")
+		fs.Int64Var(&f.FollowerBufferBytes, "follower-buffer-bytes", e.int64("DURATON_FOLLOWER_BUFFER_BYTES", 128<<20), "bytes of request bodies a follower replica holds at once before forwarding them; more is refused with 503 (DURATON_FOLLOWER_BUFFER_BYTES)")
 		fs.Int64Var(&pgConns, "pg-max-conns", e.int64("DURATON_PG_MAX_CONNS", 16), "PostgreSQL connections per replica (DURATON_PG_MAX_CONNS)")
 	}
 	// A malformed flag value is refused by fs.Parse, which names the flag on stderr.
@@ -228,6 +238,13 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		return f, fmt.Errorf("--max-flow-keys (DURATON_MAX_FLOW_KEYS) must be between 1 and 10000000, got %d", maxKeys)
 	}
 	f.MaxInFlight, f.ProjectCeiling, f.ProjectShare, f.MaxFlowKeys = int(maxInFlight), int(ceiling), int(share), int(maxKeys)
+	if runsPerRequest < 1 || runsPerRequest > 100_000 {
+		return f, fmt.Errorf("--max-runs-per-request (DURATON_MAX_RUNS_PER_REQUEST) must be between 1 and 100000, got %d", runsPerRequest)
+	}
+	if runsInFlight < runsPerRequest || runsInFlight > 1_000_000 {
+		return f, fmt.Errorf("--event-runs-in-flight (DURATON_EVENT_RUNS_IN_FLIGHT) must be between --max-runs-per-request (%d) and 1000000, got %d", runsPerRequest, runsInFlight)
+	}
+	f.MaxRunsPerRequest, f.EventRunsInFlight = int(runsPerRequest), int(runsInFlight)
 	if f.MaxBodyBytes < 1 || f.MaxBodyBytes > 64<<20 {
 		return f, fmt.Errorf("--max-body-bytes (DURATON_MAX_BODY_BYTES) must be between 1 and %d, got %d", 64<<20, f.MaxBodyBytes)
 	}

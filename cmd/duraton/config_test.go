@@ -25,8 +25,9 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 	require.Equal(t, serverFlags{
 		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, CheckpointBytes: 1 << 20, MaxInFlight: 512,
 		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text", MaxFlowKeys: 100_000,
+		MaxRunsPerRequest: 1000, EventRunsInFlight: 2000,
 		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},
-		LeaseTTL:  10 * time.Second, LeaseGrace: 2 * time.Second, PGMaxConns: 16,
+		LeaseTTL:  10 * time.Second, LeaseGrace: 2 * time.Second, PGMaxConns: 16, FollowerBufferBytes: 128 << 20,
 	}, f)
 }
 
@@ -50,6 +51,7 @@ func TestReplicaFlags(t *testing.T) {
 		{[]string{"--store", "postgres://db/x", "--lease-grace", "20s"}, "--lease-grace (DURATON_LEASE_GRACE) must be between 0 and --lease-ttl"},
 		{[]string{"--store", "postgres://db/x", "--pg-max-conns", "1"}, "--pg-max-conns (DURATON_PG_MAX_CONNS) must be between 2 and 1000"},
 		{[]string{"--store", "postgres://db/x", "--advertise", "10.0.0.5:8080"}, "--advertise (DURATON_ADVERTISE) must be an http(s) base URL"},
+		{[]string{"--store", "postgres://db/x", "--follower-buffer-bytes", "1048576"}, "--follower-buffer-bytes (DURATON_FOLLOWER_BUFFER_BYTES) must be between 16777216 (the largest body)"},
 	} {
 		_, err := parseServerFlags(modeServe, tc.args, &bytes.Buffer{}, envOf(nil))
 		require.ErrorContains(t, err, tc.wantErr, "%v", tc.args)
@@ -91,6 +93,27 @@ func TestParseServerFlagsFromEnvAndFlags(t *testing.T) {
 	require.Equal(t, 10, f.ProjectCeiling)
 	require.Equal(t, int64(2048), f.MaxBodyBytes)
 	require.Equal(t, time.Minute, f.DrainTimeout)
+}
+
+// The event fan-out bounds come from flags or variables and are checked against each
+// other.
+func TestEventRunFlags(t *testing.T) {
+	t.Parallel()
+	f, err := parseServerFlags(modeDev, []string{"--max-runs-per-request", "50"}, &bytes.Buffer{},
+		envOf(map[string]string{"DURATON_EVENT_RUNS_IN_FLIGHT": "120"}))
+	require.NoError(t, err)
+	require.Equal(t, 50, f.MaxRunsPerRequest)
+	require.Equal(t, 120, f.EventRunsInFlight)
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--max-runs-per-request", "0"}, "--max-runs-per-request (DURATON_MAX_RUNS_PER_REQUEST) must be between 1 and 100000"},
+		{[]string{"--max-runs-per-request", "500", "--event-runs-in-flight", "499"}, "--event-runs-in-flight (DURATON_EVENT_RUNS_IN_FLIGHT) must be between --max-runs-per-request (500)"},
+	} {
+		_, err := parseServerFlags(modeServe, tc.args, &bytes.Buffer{}, envOf(nil))
+		require.ErrorContains(t, err, tc.wantErr, "%v", tc.args)
+	}
 }
 
 // A malformed variable is an error naming it, never the default in silence.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery/netguard"
+	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/server/replica"
 	"github.com/duraton/duraton/storage"
@@ -48,6 +49,9 @@ func validateReplicaFlags(f *serverFlags) error {
 	}
 	if f.LeaseGrace < 0 || f.LeaseGrace > f.LeaseTTL {
 		return fmt.Errorf("--lease-grace (DURATON_LEASE_GRACE) must be between 0 and --lease-ttl, got %s", f.LeaseGrace)
+	}
+	if least := max(f.MaxBodyBytes, 16<<20); f.FollowerBufferBytes < least || f.FollowerBufferBytes > 64<<30 {
+		return fmt.Errorf("--follower-buffer-bytes (DURATON_FOLLOWER_BUFFER_BYTES) must be between %d (the largest body) and %d, got %d", least, int64(64<<30), f.FollowerBufferBytes)
 	}
 	if f.PGMaxConns < 2 || f.PGMaxConns > 1000 {
 		return fmt.Errorf("--pg-max-conns (DURATON_PG_MAX_CONNS) must be between 2 and 1000, got %d", f.PGMaxConns)
@@ -111,8 +115,15 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 			}
 			return nil
 		},
-		Self:         id,
-		MaxBodyBytes: max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes, 16<<20), // the largest body any route takes (a batch)
+		Self: id,
+		// The leader's limits: a batch, an app or events up to 16 MiB, a workflow message up
+		// to --max-workflow-body-bytes (the follower cannot tell one from its route), any
+		// other body up to --max-body-bytes; all bodies held at once up to
+		// --follower-buffer-bytes.
+		MaxBodyBytes:     max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes, 16<<20),
+		MaxMessageBytes:  max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes),
+		MaxBufferedBytes: f.FollowerBufferBytes,
+		Authorized:       newFollowerTokens(eng, log).authorized,
 		Leader: func(ctx context.Context) (string, error) {
 			l, err := eng.Leader(ctx)
 			if err != nil || !l.Live || l.Holder == id {
@@ -129,10 +140,9 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 	var handler atomic.Pointer[http.Handler]
 	var h http.Handler = fwd
 	handler.Store(&h)
-	httpSrv := &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	// The leader's header limit and timeouts, whichever handler it serves.
+	httpSrv := server.HTTPServer(server.Config{Logger: log},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	fmt.Fprintf(stdout, "listening on http://%s (replica %s)\n", ln.Addr(), id)

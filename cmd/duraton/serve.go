@@ -193,7 +193,10 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	}
 	d.mtr.WatchEngine(engine.Stats)
 	sched := schedule.New(schedule.Config{Now: d.now, Logger: log}, store, engine)
-	nat, err := native.New(native.Config{CheckURL: d.policy.CheckURL, Now: d.now, Logger: log}, store, engine)
+	nat, err := native.New(native.Config{
+		CheckURL: d.policy.CheckURL, Now: d.now, Logger: log,
+		MaxRunsPerRequest: f.MaxRunsPerRequest, MaxRunsInFlight: f.EventRunsInFlight,
+	}, store, engine)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +224,8 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		URLGroups:            urlgroup.New(urlgroup.Config{}, store),
 		Native:               nat,
 		TokenlessProject:     tokenlessProject(m, project.ID),
+		LocalHostsOnly:       m == modeDev, // its credentials are public: no DNS rebinding
+		ListenHost:           listenHost(f.Addr),
 		AdminToken:           f.AdminToken,
 		ForwardSecret:        d.forwardSecret,
 		Backup:               backup,
@@ -255,6 +260,15 @@ func (n *node) stop() {
 	n.nat.Stop()
 	n.sched.Stop()
 	n.engine.Stop()
+}
+
+// listenHost is the host part of a listen address ("" for all interfaces).
+func listenHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return host
 }
 
 // tokenlessProject is the project tokenless native-API requests run as: the dev project

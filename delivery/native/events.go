@@ -114,14 +114,33 @@ func validText(s string) bool {
 
 // SendEvents stores events and fans each out to every workflow whose trigger names it,
 // through the workflow's gates, in one transaction: when it returns, the events, their
-// runs, the gate states and the waiters they woke are durable.
+// runs, the gate states and the waiters they woke are durable. A request that could start
+// more than Config.MaxRunsPerRequest runs is ErrTooManyRuns, one that finds its project
+// creating Config.MaxRunsInFlight runs already is ErrBusy: either stores nothing.
 func (s *Service) SendEvents(ctx context.Context, project string, events []EventIn) ([]EventResult, error) {
+	most, err := s.fanOut(project, events)
+	if err != nil {
+		return nil, err
+	}
+	if most > s.cfg.MaxRunsPerRequest {
+		return nil, s.tooManyRuns(most)
+	}
+	release, err := s.runs.take(project, most)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	out, err := delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) ([]EventResult, error) {
 		out := make([]EventResult, len(events))
+		runs := 0
 		for i, in := range events {
 			r, err := s.sendTx(n, project, in)
 			if err != nil {
 				return nil, fmt.Errorf("events[%d]: %w", i, err)
+			}
+			// Workflows added since fanOut counted may start more: the limit holds.
+			if runs += len(r.Runs); runs > s.cfg.MaxRunsPerRequest {
+				return nil, s.tooManyRuns(runs)
 			}
 			out[i] = r
 		}

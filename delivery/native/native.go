@@ -41,6 +41,14 @@ type Config struct {
 	MaxWorkflowsPerApp int
 	// MaxEventsPerRequest caps the events of one POST /events. Default 1,000.
 	MaxEventsPerRequest int
+	// MaxRunsPerRequest caps the workflow runs one POST /events may start: each event
+	// counts one per workflow it triggers, and a request over it is refused whole
+	// (ErrTooManyRuns). Default 1,000, as /v2/batch's messages.
+	MaxRunsPerRequest int
+	// MaxRunsInFlight caps the runs one project's event requests may be creating at once
+	// (their transactions hold them in memory until they commit); a request that would go
+	// over it is refused whole (ErrBusy). At least MaxRunsPerRequest. Default 2,000.
+	MaxRunsInFlight int
 	// EventDedupWindow is how long an event dedupeId is remembered. Default 24 h.
 	EventDedupWindow time.Duration
 	// CheckURL validates a workflow URL like a publish destination (required).
@@ -64,6 +72,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxEventsPerRequest <= 0 {
 		c.MaxEventsPerRequest = 1000
 	}
+	if c.MaxRunsPerRequest <= 0 {
+		c.MaxRunsPerRequest = 1000
+	}
+	if c.MaxRunsInFlight <= 0 {
+		c.MaxRunsInFlight = 2 * c.MaxRunsPerRequest
+	}
 	if c.EventDedupWindow <= 0 {
 		c.EventDedupWindow = 24 * time.Hour
 	}
@@ -86,6 +100,7 @@ type Service struct {
 	engine *delivery.Engine
 	ids    storage.IDGen
 	kick   chan struct{} // wakes the flusher (capacity 1)
+	runs   *runBudget    // runs each project's event requests are creating
 
 	mu   sync.Mutex
 	stop context.CancelFunc // of the running flusher; nil when stopped
@@ -102,7 +117,10 @@ func New(cfg Config, store Store, engine *delivery.Engine) (*Service, error) {
 	if engine == nil || store == nil {
 		return nil, errors.New("native: an engine and a store are required")
 	}
-	return &Service{cfg: cfg, store: store, engine: engine, kick: make(chan struct{}, 1)}, nil
+	if cfg.MaxRunsInFlight < cfg.MaxRunsPerRequest {
+		return nil, fmt.Errorf("native: Config.MaxRunsInFlight (%d) must be at least MaxRunsPerRequest (%d)", cfg.MaxRunsInFlight, cfg.MaxRunsPerRequest)
+	}
+	return &Service{cfg: cfg, store: store, engine: engine, kick: make(chan struct{}, 1), runs: newRunBudget(cfg.MaxRunsInFlight)}, nil
 }
 
 // MaxEventsPerRequest is the configured cap of one POST /events.

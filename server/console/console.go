@@ -47,9 +47,13 @@ type Config struct {
 	SecureCookie bool
 	// SessionTTL is how long a session lasts after login. Default 12h.
 	SessionTTL time.Duration
-	// MaxSessions bounds the session table; when full, expired sessions are dropped, then
-	// the oldest. Default 1,000.
+	// MaxSessions bounds the session table. When it is full, expired sessions are
+	// dropped, then the logging-in project's oldest; a project with none there is refused
+	// (503) rather than ending another project's session. Default 10,000.
 	MaxSessions int
+	// MaxSessionsPerProject bounds one project's sessions: a login beyond it ends that
+	// project's oldest session. Default 100.
+	MaxSessionsPerProject int
 	// LoginFailures is how many failed logins one client address (IPv6: /64) may make
 	// per minute; beyond, its logins are refused (429) until the minute is over, except
 	// with a token it logged in with in the last hour. Default 10.
@@ -70,7 +74,10 @@ func (c Config) withDefaults() Config {
 		c.SessionTTL = 12 * time.Hour
 	}
 	if c.MaxSessions == 0 {
-		c.MaxSessions = 1000
+		c.MaxSessions = 10_000
+	}
+	if c.MaxSessionsPerProject == 0 {
+		c.MaxSessionsPerProject = 100
 	}
 	if c.LoginFailures == 0 {
 		c.LoginFailures = 10
@@ -95,8 +102,8 @@ func (c Config) validate() error {
 	if !c.Dev && c.ProjectForToken == nil {
 		errs = append(errs, errors.New("console: Config.ProjectForToken is required outside dev mode"))
 	}
-	if c.SessionTTL < 0 || c.MaxSessions < 0 || c.LoginFailures < 0 || c.Refresh < 0 {
-		errs = append(errs, fmt.Errorf("console: Config.SessionTTL, MaxSessions, LoginFailures and Refresh must not be negative"))
+	if c.SessionTTL < 0 || c.MaxSessions < 0 || c.MaxSessionsPerProject < 0 || c.LoginFailures < 0 || c.Refresh < 0 {
+		errs = append(errs, fmt.Errorf("console: Config.SessionTTL, MaxSessions, MaxSessionsPerProject, LoginFailures and Refresh must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -124,7 +131,7 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	}
 	c := &Console{
 		cfg: cfg, engine: engine, pages: pages, log: cfg.Logger.With("component", "console"),
-		sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL, cfg.Now),
+		sessions: newSessions(cfg.MaxSessions, cfg.MaxSessionsPerProject, cfg.SessionTTL, cfg.Now),
 		logins:   authlimit.New(cfg.LoginFailures, time.Minute, cfg.Now),
 	}
 	static, err := fs.Sub(staticFS, "static")

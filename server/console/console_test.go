@@ -592,3 +592,36 @@ func TestNativeOverviewFilterAndReplay(t *testing.T) {
 	status, _, _ = v.post("/console/runs/"+hello[0].Runs[0].RunID+"/replay", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusConflict, status, "only a failed run is replayed")
 }
+
+// TestSessionsCappedPerProject: logins with project b's token never end project a's
+// session: b loses its own oldest sessions at its per-project limit, and a full table
+// refuses a project that holds none of its sessions (503) instead of evicting another's.
+func TestSessionsCappedPerProject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{MaxSessions: 5, MaxSessionsPerProject: 3})
+	a := e.visitor(t)
+	a.login(tokenA)
+	var bs []*visitor
+	for range 20 {
+		b := e.visitor(t)
+		b.login(tokenB)
+		bs = append(bs, b)
+	}
+	status, _, _ := a.get("/console/keys")
+	require.Equal(t, http.StatusOK, status, "a's session survives b's logins")
+	require.Equal(t, 4, e.console.sessions.len(), "a's one and b's three")
+	status, _, _ = bs[0].get("/console/keys")
+	require.Equal(t, http.StatusSeeOther, status, "b's oldest session went")
+	status, _, _ = bs[19].get("/console/keys")
+	require.Equal(t, http.StatusOK, status, "b's newest session stays")
+
+	// A table full of others' sessions refuses a newcomer rather than evict them.
+	full := newSessions(2, 2, time.Hour, time.Now)
+	_, _, err := full.create("a")
+	require.NoError(t, err)
+	_, _, err = full.create("a")
+	require.NoError(t, err)
+	_, _, err = full.create("b")
+	require.ErrorIs(t, err, errSessionsFull)
+	require.Equal(t, 2, full.len())
+}

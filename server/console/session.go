@@ -29,18 +29,25 @@ type session struct {
 }
 
 // sessions is the server-side session table, keyed by the SHA-256 of the cookie value so
-// the table holds nothing a reader could replay. It is bounded: when full, expired
-// sessions go first, then the oldest.
+// the table holds nothing a reader could replay. It is bounded in total and per project,
+// and one project's logins never end another's sessions: a project at its own limit
+// loses its oldest session; a full table drops expired sessions, then the new session's
+// project's oldest, and refuses the login when that project has none to give up.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
-	max  int
-	ttl  time.Duration
-	now  func() time.Time
+	mu         sync.Mutex
+	byID       map[string]*session
+	perProject map[string]int
+	max        int
+	maxProject int
+	ttl        time.Duration
+	now        func() time.Time
 }
 
-func newSessions(max int, ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{byID: map[string]*session{}, max: max, ttl: ttl, now: now}
+// errSessionsFull refuses a login when the table is full of other projects' sessions.
+var errSessionsFull = errors.New("the console has as many sessions as it keeps, none of this project's; try again when some have expired")
+
+func newSessions(max, maxProject int, ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{byID: map[string]*session{}, perProject: map[string]int{}, max: max, maxProject: maxProject, ttl: ttl, now: now}
 }
 
 func randomToken() string {
@@ -55,7 +62,7 @@ func hashID(id string) string {
 }
 
 // create starts a session for project and returns the cookie value.
-func (s *sessions) create(project string) (string, *session) {
+func (s *sessions) create(project string) (string, *session, error) {
 	id := randomToken()
 	now := s.now()
 	sess := &session{project: project, csrf: randomToken(), expires: now.Add(s.ttl), created: now}
@@ -64,21 +71,45 @@ func (s *sessions) create(project string) (string, *session) {
 	if len(s.byID) >= s.max {
 		for k, v := range s.byID {
 			if !now.Before(v.expires) {
-				delete(s.byID, k)
+				s.deleteLocked(k)
 			}
 		}
 	}
-	for len(s.byID) >= s.max {
-		var oldest string
-		for k, v := range s.byID {
-			if oldest == "" || v.created.Before(s.byID[oldest].created) {
-				oldest = k
-			}
+	for s.perProject[project] >= s.maxProject || (len(s.byID) >= s.max && s.perProject[project] > 0) {
+		oldest := s.oldestLocked(project)
+		if oldest == "" {
+			break
 		}
-		delete(s.byID, oldest)
+		s.deleteLocked(oldest)
+	}
+	if len(s.byID) >= s.max {
+		return "", nil, errSessionsFull
 	}
 	s.byID[hashID(id)] = sess
-	return id, sess
+	s.perProject[project]++
+	return id, sess, nil
+}
+
+// oldestLocked is the key of project's oldest session ("" when it has none).
+func (s *sessions) oldestLocked(project string) string {
+	var oldest string
+	for k, v := range s.byID {
+		if v.project == project && (oldest == "" || v.created.Before(s.byID[oldest].created)) {
+			oldest = k
+		}
+	}
+	return oldest
+}
+
+func (s *sessions) deleteLocked(key string) {
+	sess, ok := s.byID[key]
+	if !ok {
+		return
+	}
+	delete(s.byID, key)
+	if s.perProject[sess.project]--; s.perProject[sess.project] <= 0 {
+		delete(s.perProject, sess.project)
+	}
 }
 
 // get returns the live session of a cookie value.
@@ -93,7 +124,7 @@ func (s *sessions) get(id string) (*session, bool) {
 		return nil, false
 	}
 	if !s.now().Before(sess.expires) {
-		delete(s.byID, hashID(id))
+		s.deleteLocked(hashID(id))
 		return nil, false
 	}
 	return sess, true
@@ -101,7 +132,7 @@ func (s *sessions) get(id string) (*session, bool) {
 
 func (s *sessions) remove(id string) {
 	s.mu.Lock()
-	delete(s.byID, hashID(id))
+	s.deleteLocked(hashID(id))
 	s.mu.Unlock()
 }
 
@@ -157,7 +188,11 @@ func (c *Console) withSession(h http.HandlerFunc) http.HandlerFunc {
 				c.fail(w, r, http.StatusForbidden, "no console session: load the page again (and log in) before acting")
 				return
 			case c.cfg.Dev:
-				id, sess = c.sessions.create(c.cfg.DevProject)
+				var err error
+				if id, sess, err = c.sessions.create(c.cfg.DevProject); err != nil {
+					c.fail(w, r, http.StatusServiceUnavailable, err.Error())
+					return
+				}
 				c.setCookie(w, r, id, int(c.cfg.SessionTTL.Seconds()))
 			case r.Header.Get("HX-Request") != "":
 				w.Header().Set("HX-Redirect", "/console/login")
@@ -229,7 +264,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.logins.Succeeded(addr, key)
-	id, _ := c.sessions.create(project)
+	id, _, err := c.sessions.create(project)
+	if err != nil {
+		w.Header().Set("Retry-After", "60")
+		c.render(w, r, http.StatusServiceUnavailable, "login", pageData{Title: "Log in", Error: err.Error()})
+		return
+	}
 	c.setCookie(w, r, id, int(c.cfg.SessionTTL.Seconds()))
 	http.Redirect(w, r, "/console/", http.StatusSeeOther)
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -51,9 +50,24 @@ type Config struct {
 	// CacheFor is how long a leader address is reused before it is read again; a failed
 	// forward reads it again at once. Default 1s.
 	CacheFor time.Duration
-	// MaxBodyBytes caps a forwarded request's body: the largest any route of the leader
-	// accepts (its per-route limits still apply there). Default 16 MiB.
-	MaxBodyBytes int64
+	// MaxBodyBytes caps a forwarded request's body on the routes that take the largest
+	// (a batch, an app's definitions, a list of events); MaxMessageBytes on every other
+	// route (the leader's --max-body-bytes). A declared length over it is refused (413)
+	// before a byte is read. Defaults 16 MiB and 1 MiB.
+	MaxBodyBytes    int64
+	MaxMessageBytes int64
+	// BodyTimeout is how long a request's body may take to arrive (408 after). Default
+	// 60s, the leader's read timeout.
+	BodyTimeout time.Duration
+	// MaxBufferedBytes caps the bytes of request bodies this replica holds at once
+	// (read, or waiting to be forwarded); a request that would go over is refused with
+	// 503. A quarter of it is for requests without a valid token (Authorized), the rest
+	// for those with one, so callers without a token cannot take it all. Default 128 MiB.
+	MaxBufferedBytes int64
+	// Authorized reports whether r carries a valid API token; one that does not may
+	// send a body of MaxMessageBytes at most on any route, from its quarter of
+	// MaxBufferedBytes. Default nil: every request counts as authorized.
+	Authorized func(r *http.Request) bool
 	// Metrics serves this replica's own GET /metrics (nil: forwarded like any request).
 	// A follower answers it itself so that a scrape of each replica reads that replica,
 	// and the leader's counters are not collected once per replica.
@@ -75,6 +89,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 16 << 20
 	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1 << 20
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = 60 * time.Second
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = 128 << 20
+	}
 	if c.CacheFor <= 0 {
 		c.CacheFor = time.Second
 	}
@@ -94,7 +117,9 @@ func (c Config) withDefaults() Config {
 
 // Forwarder is a follower's handler.
 type Forwarder struct {
-	cfg Config
+	cfg      Config
+	buffered *byteBudget // bytes of request bodies with a valid token held now
+	anon     *byteBudget // and of those without one
 
 	mu     sync.Mutex
 	leader *url.URL
@@ -106,10 +131,12 @@ func New(cfg Config) (*Forwarder, error) {
 	if cfg.Leader == nil {
 		return nil, errors.New("replica: Config.Leader is required")
 	}
-	if cfg.MaxBodyBytes < 0 {
-		return nil, errors.New("replica: Config.MaxBodyBytes must not be negative")
+	if cfg.MaxBodyBytes < 0 || cfg.MaxMessageBytes < 0 || cfg.BodyTimeout < 0 || cfg.MaxBufferedBytes < 0 {
+		return nil, errors.New("replica: Config.MaxBodyBytes, MaxMessageBytes, BodyTimeout and MaxBufferedBytes must not be negative")
 	}
-	return &Forwarder{cfg: cfg.withDefaults()}, nil
+	cfg = cfg.withDefaults()
+	anon := cfg.MaxBufferedBytes / 4
+	return &Forwarder{cfg: cfg, buffered: &byteBudget{limit: cfg.MaxBufferedBytes - anon}, anon: &byteBudget{limit: anon}}, nil
 }
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -141,17 +168,23 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "leadership moved while the request was forwarded; retry")
 		return
 	}
-	// The body is read first (within the leader's own limit), so that a request whose
-	// leader is gone before it could be sent is sent again to the next one.
-	body, err := io.ReadAll(io.LimitReader(r.Body, f.cfg.MaxBodyBytes+1))
+	// The body is read first (within the leader's own limits, limits.go), so that a
+	// request whose leader is gone before it could be sent is sent again to the next one.
+	body, release, err := f.readBody(w, r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "read request body: "+err.Error())
+		var be *bodyError
+		if errors.As(err, &be) {
+			if be.status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "1")
+			}
+			w.Header().Set("Connection", "close") // the rest of the body is not read
+			writeError(w, be.status, be.msg)
+			return
+		}
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if int64(len(body)) > f.cfg.MaxBodyBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", f.cfg.MaxBodyBytes))
-		return
-	}
+	defer release()
 	deadline := f.cfg.Now().Add(f.cfg.WaitForLeader)
 	for {
 		if local := f.local(); local != nil {

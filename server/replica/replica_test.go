@@ -187,7 +187,7 @@ func TestBodyOverLimitRefused(t *testing.T) {
 	rec := httptest.NewRecorder()
 	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("12345")))
 	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
-	require.Contains(t, rec.Body.String(), "larger than 4 bytes")
+	require.Contains(t, rec.Body.String(), "larger than the 4 bytes this route takes")
 	require.Zero(t, calls.Load())
 }
 
