@@ -23,7 +23,7 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 	f, err := parseServerFlags(modeServe, nil, &bytes.Buffer{}, envOf(nil))
 	require.NoError(t, err)
 	require.Equal(t, serverFlags{
-		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, CheckpointBytes: 1 << 20, MaxInFlight: 512,
+		Addr: ":8080", DataDir: "duraton-data", MaxBodyBytes: 1 << 20, MaxWorkflowBodyBytes: 10 << 20, CheckpointBytes: 1 << 20, MaxInFlight: 512,
 		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text", MaxFlowKeys: 100_000,
 		MaxRunsPerRequest: 1000, EventRunsInFlight: 2000,
 		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},

@@ -117,13 +117,13 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		},
 		Self: id,
 		// The leader's limits: a batch, an app or events up to 16 MiB, a workflow message up
-		// to --max-workflow-body-bytes (the follower cannot tell one from its route), any
-		// other body up to --max-body-bytes; all bodies held at once up to
-		// --follower-buffer-bytes.
-		MaxBodyBytes:     max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes, 16<<20),
-		MaxMessageBytes:  max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes),
-		MaxBufferedBytes: f.FollowerBufferBytes,
-		Authorized:       newFollowerTokens(eng, log).authorized,
+		// to --max-workflow-body-bytes, any other body up to --max-body-bytes (and no more
+		// without a valid token); all bodies held at once up to --follower-buffer-bytes.
+		MaxBodyBytes:            max(f.MaxBodyBytes, f.MaxWorkflowBodyBytes, 16<<20),
+		MaxMessageBytes:         f.MaxBodyBytes,
+		MaxWorkflowMessageBytes: f.MaxWorkflowBodyBytes,
+		MaxBufferedBytes:        f.FollowerBufferBytes,
+		Authorized:              newFollowerTokens(eng, log).authorized,
 		Leader: func(ctx context.Context) (string, error) {
 			l, err := eng.Leader(ctx)
 			if err != nil || !l.Live || l.Holder == id {

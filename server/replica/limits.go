@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/duraton/duraton/sdk/wire"
 )
 
 // A follower reads a request's whole body before forwarding it (so that it can send it
@@ -19,12 +21,15 @@ import (
 
 // bodyLimit is the largest body the leader takes on r's route: a batch, an app's
 // definitions or a list of events may be MaxBodyBytes; a URL group's endpoints 256 KiB;
+// a workflow message (a trigger, or a publish naming a run) MaxWorkflowMessageBytes;
 // anything else MaxMessageBytes.
 func (f *Forwarder) bodyLimit(r *http.Request) int64 {
 	p := r.URL.Path
 	switch {
 	case p == "/v2/batch" || p == "/events" || strings.HasPrefix(p, "/apps/"):
 		return f.cfg.MaxBodyBytes
+	case strings.HasPrefix(p, "/v2/trigger/") || r.Header.Get(wire.HeaderWorkflowRunID) != "":
+		return min(max(f.cfg.MaxWorkflowMessageBytes, f.cfg.MaxMessageBytes), f.cfg.MaxBodyBytes)
 	case strings.HasPrefix(p, "/v2/topics/"):
 		return min(max(f.cfg.MaxMessageBytes, maxEndpointsBody), f.cfg.MaxBodyBytes)
 	}

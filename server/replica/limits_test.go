@@ -104,3 +104,32 @@ func TestFollowerBodyLimits(t *testing.T) {
 	require.Equal(t, []string{`[{"destination": "http://x.test"}]`}, leader.bodies())
 	require.Zero(t, f.buffered.inUse())
 }
+
+// TestFollowerWorkflowBodyLimit: a workflow message (a trigger, or a publish naming a run)
+// may be as large as the leader's workflow limit, with a valid token only; other messages
+// keep the message limit.
+func TestFollowerWorkflowBodyLimit(t *testing.T) {
+	leader := newRecordingLeader(t)
+	f := newForwarder(t, Config{Self: "r-me", Leader: (&leaderStub{addr: leader.URL}).get,
+		MaxBodyBytes: 64 << 10, MaxMessageBytes: 8 << 10, MaxWorkflowMessageBytes: 32 << 10,
+		Authorized: func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good" }})
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	send := func(token, path string, n int, header ...string) int {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(strings.Repeat("x", n)))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusCreated, send("good", "/v2/trigger/http://x.test", 20<<10))
+	require.Equal(t, http.StatusCreated, send("good", "/v2/publish/http://x.test", 20<<10, "Upstash-Workflow-RunId", "wfr_a"))
+	require.Equal(t, http.StatusRequestEntityTooLarge, send("good", "/v2/publish/http://x.test", 20<<10))
+	require.Equal(t, http.StatusRequestEntityTooLarge, send("good", "/v2/trigger/http://x.test", 33<<10))
+	require.Equal(t, http.StatusRequestEntityTooLarge, send("bad", "/v2/trigger/http://x.test", 20<<10), "no valid token: the message limit")
+}

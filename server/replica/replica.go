@@ -56,6 +56,10 @@ type Config struct {
 	// before a byte is read. Defaults 16 MiB and 1 MiB.
 	MaxBodyBytes    int64
 	MaxMessageBytes int64
+	// MaxWorkflowMessageBytes caps the body of a workflow message (the leader's
+	// --max-workflow-body-bytes): a trigger, or a publish naming a run. Default
+	// MaxMessageBytes.
+	MaxWorkflowMessageBytes int64
 	// BodyTimeout is how long a request's body may take to arrive (408 after). Default
 	// 60s, the leader's read timeout.
 	BodyTimeout time.Duration
@@ -131,8 +135,8 @@ func New(cfg Config) (*Forwarder, error) {
 	if cfg.Leader == nil {
 		return nil, errors.New("replica: Config.Leader is required")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxMessageBytes < 0 || cfg.BodyTimeout < 0 || cfg.MaxBufferedBytes < 0 {
-		return nil, errors.New("replica: Config.MaxBodyBytes, MaxMessageBytes, BodyTimeout and MaxBufferedBytes must not be negative")
+	if cfg.MaxBodyBytes < 0 || cfg.MaxMessageBytes < 0 || cfg.MaxWorkflowMessageBytes < 0 || cfg.BodyTimeout < 0 || cfg.MaxBufferedBytes < 0 {
+		return nil, errors.New("replica: Config.MaxBodyBytes, MaxMessageBytes, MaxWorkflowMessageBytes, BodyTimeout and MaxBufferedBytes must not be negative")
 	}
 	cfg = cfg.withDefaults()
 	anon := cfg.MaxBufferedBytes / 4
