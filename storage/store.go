@@ -11,6 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/duraton/duraton/storage/internal/wal"
 )
 
 // Options configure a Store. The zero value is valid.
@@ -28,6 +30,9 @@ type Options struct {
 	// the disk space the log needs beyond the data file are at most about five times
 	// this (see walBacklog). Default 1 MiB.
 	CheckpointBytes int64
+
+	// walFS is the write-ahead log's filesystem (wal.OS when nil): tests put a faulty one.
+	walFS wal.FS
 }
 
 func (o Options) withDefaults() Options {
@@ -76,7 +81,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := openWALEngine(db, opts.CheckpointBytes)
+	e, err := openWALEngine(db, walConfig{limit: opts.CheckpointBytes, fs: opts.walFS})
 	if err != nil {
 		_ = db.Close()
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/duraton/duraton/storage/internal/wal"
 )
 
 // Test-only hooks for the write-ahead log's crash and recovery tests (wal_test.go).
@@ -41,7 +43,7 @@ func (e *walEngine) crash() error {
 	<-done
 	close(e.ckptReq)
 	<-e.loopDone
-	return errors.Join(e.seg.close(), e.db.Close())
+	return errors.Join(e.seg.Close(), e.db.Close())
 }
 
 // ReplayWALOnlyForTest opens the bbolt file at dbPath and replays its log into it as
@@ -52,9 +54,9 @@ func ReplayWALOnlyForTest(dbPath string) error {
 	if err != nil {
 		return err
 	}
-	segs, err := walSegments(dbPath)
+	segs, err := wal.List(wal.OS{}, dbPath)
 	if err == nil && len(segs) > 0 {
-		err = replayWAL(db, segs)
+		err = replayWAL(db, wal.OS{}, segs)
 	}
 	return errors.Join(err, db.Close())
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage"
 )
 
 var errUsage = errors.New("usage")
@@ -224,6 +225,11 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	if f.CheckpointBytes < 4<<10 || f.CheckpointBytes > 1<<30 {
 		return f, fmt.Errorf("--checkpoint-bytes (DURATON_CHECKPOINT_BYTES) must be between %d and %d, got %d", 4<<10, 1<<30, f.CheckpointBytes)
+	}
+	// One commit on a data file is bounded by storage.MaxCommitBytes: a message must fit
+	// in it with room for the others of its group commit.
+	if limit := storage.MaxCommitBytes(f.CheckpointBytes); f.Store == "" && f.MaxBodyBytes > limit/4 {
+		return f, fmt.Errorf("--max-body-bytes (%d) must be at most a quarter of the largest commit the data file takes (%d, 4 times --checkpoint-bytes, at least 16 MiB): raise --checkpoint-bytes", f.MaxBodyBytes, limit)
 	}
 	if f.HookRate < 1 || f.HookRate > 1_000_000 {
 		return f, fmt.Errorf("--hook-rate must be between 1 and 1000000")
