@@ -39,13 +39,13 @@ type walEngine struct {
 
 	writeMu sync.Mutex // one Update (or checkpoint request, or Close) at a time
 	// Guarded by writeMu:
-	seg     *wal.Segment
-	cur     *overlay // the latest committed overlay, which the next Update clones
+	seg *wal.Segment
+	cur *overlay // the latest committed overlay, which the next Update clones
 	// defined are the bucket numbers whose definition is in the segment's log; pending
 	// those the record being appended defines, which count only once it is durable.
 	defined, pending map[uint32]bool
-	payload []byte
-	closed  bool
+	payload          []byte
+	closed           bool
 
 	mu       sync.Mutex // guards the layering readers start from
 	top      *overlay

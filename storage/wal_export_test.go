@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -59,4 +60,30 @@ func ReplayWALOnlyForTest(dbPath string) error {
 		err = replayWAL(db, wal.OS{}, segs)
 	}
 	return errors.Join(err, db.Close())
+}
+
+// OpenWALEngineOnFSForTest is OpenWALEngineForTest with the log on fsys. bbolt does not
+// sync (the crash-point suite crashes the log's filesystem, not bbolt's).
+func OpenWALEngineOnFSForTest(dir string, checkpointBytes int64, fsys wal.FS) (Engine, error) {
+	db, err := bolt.Open(filepath.Join(dir, "kv.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	e, err := openWALEngine(db, walConfig{limit: checkpointBytes, fs: fsys})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// WaitCheckpointForTest waits for the checkpoint in progress, if any, to end: the
+// crash-point suite numbers the filesystem's calls, which must come in the same order
+// on every run.
+func WaitCheckpointForTest(e Engine) {
+	w := e.(*walEngine)
+	w.mu.Lock()
+	done := w.ckptDone
+	w.mu.Unlock()
+	<-done
 }
