@@ -77,6 +77,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := Validate(path); err != nil {
 		return nil, err
 	}
+	if err := walkTree(path, opts.LockTimeout); err != nil {
+		return nil, err
+	}
 	db, err := openBolt(path, opts)
 	if err != nil {
 		return nil, err
