@@ -38,6 +38,8 @@ type CheckReport struct {
 	Problems []string // empty when the file is consistent
 	// Truncated is set when more than the requested number of problems were found.
 	Truncated bool
+	// LogDamage is damage in the write-ahead log (also listed in Problems).
+	LogDamage *LogDamage
 }
 
 // Check runs bbolt's consistency check (every page reachable exactly once, keys in
@@ -85,5 +87,16 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 		}
 		return nil
 	})
-	return r, err
+	if err != nil || len(r.Problems) > 0 {
+		return r, err
+	}
+	d, err := checkLog(db)
+	if err != nil {
+		return r, err
+	}
+	if d != nil {
+		r.LogDamage = d
+		r.Problems = append(r.Problems, d.String())
+	}
+	return r, nil
 }

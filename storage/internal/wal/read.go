@@ -160,3 +160,22 @@ func Truncate(fsys FS, dbPath string, n uint64, off int64) error {
 	}
 	return nil
 }
+
+// ValidAfter counts the records that read back valid in segment n of dbPath from off
+// on (the ones dropping its tail there loses), and the bytes from off to the end of the
+// last of them (0 when there is none).
+func ValidAfter(fsys FS, dbPath string, n uint64, off int64) (records int, bytes int64, err error) {
+	data, err := fsys.ReadFile(Path(dbPath, n))
+	if err != nil {
+		return 0, 0, fmt.Errorf("read write-ahead log: %w", err)
+	}
+	for p := off; ; {
+		q, ok := nextValid(data, p, n)
+		if !ok || q < 0 {
+			return records, bytes, nil
+		}
+		records++
+		end := q + RecordHead + int64(binary.BigEndian.Uint32(data[q:]))
+		bytes, p = end-off, end
+	}
+}
