@@ -131,6 +131,7 @@ func TestDamagedDataFileRefused(t *testing.T) {
 			require.Contains(t, stderr, "data file is corrupt")
 			require.Contains(t, stderr, "duraton check --data "+dir)
 			require.Contains(t, stderr, "backup")
+			require.NotContains(t, stderr, "goroutine ")
 			require.Equal(t, before, sumFile(t, path), "serve modified the damaged file")
 
 			code, _, stderr = runBinary(t, "dev", "--addr", "127.0.0.1:0", "--data", dir)
