@@ -227,7 +227,7 @@ func workloadCalls(t *testing.T) int {
 func TestWALCrashPoints(t *testing.T) {
 	t.Parallel()
 	total := workloadCalls(t)
-	for _, k := range crashPoints(total, 60, 1) {
+	for _, k := range crashPoints(total, 100, 1) {
 		t.Run(fmt.Sprintf("crash-after-%d", k), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(crashSeed, uint64(k)))
 			dir := t.TempDir()
@@ -243,7 +243,7 @@ func TestWALFaultPoints(t *testing.T) {
 	t.Parallel()
 	total := workloadCalls(t)
 	for _, fault := range []error{waltest.ENOSPC, waltest.EIO} {
-		for _, k := range crashPoints(total, 40, 2) {
+		for _, k := range crashPoints(total, 60, 2) {
 			t.Run(fmt.Sprintf("%v-at-%d", fault, k), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(crashSeed, uint64(k)))
 				dir := t.TempDir()
