@@ -10,6 +10,25 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
+// checkFile walks the tree of the data file at path (which the caller holds open with
+// bbolt, read-only).
+func checkFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	m, err := validateFile(f, info.Size())
+	if err != nil {
+		return err
+	}
+	return checkTree(f, m)
+}
+
 // CheckReport is what Check found.
 type CheckReport struct {
 	Path     string
@@ -19,10 +38,13 @@ type CheckReport struct {
 	Problems []string // empty when the file is consistent
 	// Truncated is set when more than the requested number of problems were found.
 	Truncated bool
+	// LogDamage is damage in the write-ahead log (also listed in Problems).
+	LogDamage *LogDamage
 }
 
 // Check runs bbolt's consistency check (every page reachable exactly once, keys in
-// order, pages of the right kind) on the data file at path after Validate's checks, and
+// order, pages of the right kind) on the data file at path after Validate's checks and
+// a walk of the tree that bbolt's own would die on, and
 // never writes: the file is opened read-only with a shared lock, so a running server
 // (which holds the exclusive lock) makes it fail with ErrLocked. At most maxProblems
 // problems are collected. The error is for a check that could not run; what it found is
@@ -48,6 +70,12 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 	}
 	defer db.Close()
 	r.PageSize = db.Info().PageSize
+	// The tree walk first: bbolt's check rebuilds the freelist by a walk of its own,
+	// which panics beyond recover on a page that is not what its parent says.
+	if err := checkFile(path); err != nil {
+		r.Problems = []string{err.Error()}
+		return r, nil
+	}
 	err = db.View(func(tx *bolt.Tx) error {
 		r.Pages = int64(tx.Size()) / int64(r.PageSize)
 		for err := range tx.Check() {
@@ -59,5 +87,16 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 		}
 		return nil
 	})
-	return r, err
+	if err != nil || len(r.Problems) > 0 {
+		return r, err
+	}
+	d, err := checkLog(db)
+	if err != nil {
+		return r, err
+	}
+	if d != nil {
+		r.LogDamage = d
+		r.Problems = append(r.Problems, d.String())
+	}
+	return r, nil
 }

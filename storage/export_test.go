@@ -23,7 +23,7 @@ func OpenWALEngineForTest(dir string, checkpointBytes int64) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := openWALEngine(db, checkpointBytes)
+	e, err := openWALEngine(db, walConfig{limit: checkpointBytes})
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -11,6 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/duraton/duraton/storage/internal/wal"
 )
 
 // Options configure a Store. The zero value is valid.
@@ -32,6 +34,9 @@ type Options struct {
 	// until the file grows past it no checkpoint remaps the file (see openBolt). Default
 	// 256 MiB. (Benchmarks and tests set it small to reach a remap quickly.)
 	InitialMmapBytes int
+
+	// walFS is the write-ahead log's filesystem (wal.OS when nil): tests put a faulty one.
+	walFS wal.FS
 }
 
 func (o Options) withDefaults() Options {
@@ -80,11 +85,14 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := Validate(path); err != nil {
 		return nil, err
 	}
+	if err := walkTree(path, opts.LockTimeout); err != nil {
+		return nil, err
+	}
 	db, err := openBolt(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	e, err := openWALEngine(db, opts.CheckpointBytes)
+	e, err := openWALEngine(db, walConfig{limit: opts.CheckpointBytes, fs: opts.walFS})
 	if err != nil {
 		_ = db.Close()
 		return nil, err

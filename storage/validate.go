@@ -85,19 +85,21 @@ func Validate(path string) error {
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	if err := validateFile(f, info.Size()); err != nil {
+	if _, err := validateFile(f, info.Size()); err != nil {
 		return fmt.Errorf("storage: %s: %w: %v", path, ErrCorrupt, err)
 	}
 	return nil
 }
 
-func validateFile(f io.ReaderAt, size int64) error {
+// validateFile checks the meta pages and returns the one bbolt uses (the later valid
+// one).
+func validateFile(f io.ReaderAt, size int64) (metaPage, error) {
 	if size == 0 {
-		return errors.New("the file is empty (0 bytes); a new database is never an empty file")
+		return metaPage{}, errors.New("the file is empty (0 bytes); a new database is never an empty file")
 	}
 	buf := make([]byte, pageHeaderSize+metaSize)
 	if _, err := f.ReadAt(buf, 0); err != nil {
-		return fmt.Errorf("meta page 0: cannot read (%d-byte file): %w", size, err)
+		return metaPage{}, fmt.Errorf("meta page 0: cannot read (%d-byte file): %w", size, err)
 	}
 	m0, err0 := decodeMeta(buf)
 	pageSize := int64(m0.pageSize)
@@ -106,7 +108,7 @@ func validateFile(f io.ReaderAt, size int64) error {
 		pageSize = 0
 		for ps := int64(minPageSize); ps <= maxPageSize && ps+int64(len(buf)) <= size; ps <<= 1 {
 			if _, err := f.ReadAt(buf, ps); err != nil {
-				return fmt.Errorf("meta page 1: %w", err)
+				return metaPage{}, fmt.Errorf("meta page 1: %w", err)
 			}
 			if m, err := decodeMeta(buf); err == nil && int64(m.pageSize) == ps {
 				pageSize = ps
@@ -114,26 +116,29 @@ func validateFile(f io.ReaderAt, size int64) error {
 			}
 		}
 		if pageSize == 0 {
-			return fmt.Errorf("meta page 0: %v; no valid meta page 1 either", err0)
+			return metaPage{}, fmt.Errorf("meta page 0: %v; no valid meta page 1 either", err0)
 		}
-		return fmt.Errorf("meta page 0: %v (meta page 1 is intact)", err0)
+		return metaPage{}, fmt.Errorf("meta page 0: %v (meta page 1 is intact)", err0)
 	}
 	if size < 2*pageSize {
-		return fmt.Errorf("truncated: %d bytes, shorter than the two meta pages of %d bytes", size, pageSize)
+		return metaPage{}, fmt.Errorf("truncated: %d bytes, shorter than the two meta pages of %d bytes", size, pageSize)
 	}
 	if _, err := f.ReadAt(buf, pageSize); err != nil {
-		return fmt.Errorf("meta page 1: %w", err)
+		return metaPage{}, fmt.Errorf("meta page 1: %w", err)
 	}
 	m1, err1 := decodeMeta(buf)
 	if err1 != nil {
-		return fmt.Errorf("meta page 1: %v (meta page 0 is intact)", err1)
+		return metaPage{}, fmt.Errorf("meta page 1: %v (meta page 0 is intact)", err1)
 	}
 	if m1.pageSize != m0.pageSize {
-		return fmt.Errorf("meta pages disagree on the page size (%d, %d)", m0.pageSize, m1.pageSize)
+		return metaPage{}, fmt.Errorf("meta pages disagree on the page size (%d, %d)", m0.pageSize, m1.pageSize)
 	}
 	hwm := max(m0.pgid, m1.pgid)
 	if need := int64(hwm) * pageSize; size < need {
-		return fmt.Errorf("truncated: %d bytes, but the meta pages claim %d pages of %d bytes (%d bytes)", size, hwm, pageSize, need)
+		return metaPage{}, fmt.Errorf("truncated: %d bytes, but the meta pages claim %d pages of %d bytes (%d bytes)", size, hwm, pageSize, need)
 	}
-	return nil
+	if m1.txid > m0.txid {
+		return m1, nil
+	}
+	return m0, nil
 }

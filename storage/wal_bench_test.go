@@ -41,7 +41,7 @@ func walStepTx(b testing.TB) func(i int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := openWALEngine(db, 1<<30)
+	e, err := openWALEngine(db, walConfig{limit: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/duraton/duraton/storage/internal/wal"
 )
 
 // walEngine is bbolt behind a write-ahead log: the engine Store uses on a data file.
@@ -28,18 +28,24 @@ import (
 // while one is still being checkpointed: backpressure that bounds the overlays' memory.
 type walEngine struct {
 	db    *bolt.DB
+	fs    wal.FS
 	path  string
 	epoch [16]byte
 	reg   *bucketRegistry
 	limit int64 // CheckpointBytes
+	// lastSeg is the highest segment number created, which checkpoints keep in the data
+	// file: numbers never repeat (each seeds its records' checksums).
+	lastSeg atomic.Uint64
 
 	writeMu sync.Mutex // one Update (or checkpoint request, or Close) at a time
 	// Guarded by writeMu:
-	seg     *walSegmentFile
-	cur     *overlay // the latest committed overlay, which the next Update clones
-	defined map[uint32]bool
-	payload []byte
-	closed  bool
+	seg *wal.Segment
+	cur *overlay // the latest committed overlay, which the next Update clones
+	// defined are the bucket numbers whose definition is in the segment's log; pending
+	// those the record being appended defines, which count only once it is durable.
+	defined, pending map[uint32]bool
+	payload          []byte
+	closed           bool
 
 	mu       sync.Mutex // guards the layering readers start from
 	top      *overlay
@@ -142,14 +148,22 @@ func (e *walEngine) Update(fn func(KVTx) error) error {
 	if err != nil || len(tx.ops) == 0 {
 		return err
 	}
+	clear(e.pending)
 	e.payload = e.encode(e.payload[:0], tx.ops)
-	if fatal, err := e.seg.append(e.payload); err != nil {
+	if fatal, err := e.seg.Append(e.payload); err != nil {
+		err = fmt.Errorf("storage: %w", err)
+		if errors.Is(err, wal.ErrTooLarge) {
+			err = fmt.Errorf("%w (4 times --checkpoint-bytes, at least 64 MiB, bounds one commit: the memory the log holds)", err)
+		}
 		if fatal {
 			return e.fail(err)
 		}
 		return err
 	}
-	e.logBytes.Add(int64(walRecordHead + len(e.payload)))
+	for id := range e.pending {
+		e.defined[id] = true
+	}
+	e.logBytes.Add(int64(wal.RecordHead + len(e.payload)))
 	if cap(e.payload) > 4<<20 {
 		e.payload = nil
 	}
@@ -185,7 +199,7 @@ func (e *walEngine) maybeFreeze() error {
 		done = e.startCheckpointLocked()
 	}
 	e.mu.Unlock()
-	if e.seg.written < e.limit || frozen && e.seg.written < walBacklog*e.limit {
+	if e.seg.Written < e.limit || frozen && e.seg.Written < walBacklog*e.limit {
 		return nil
 	}
 	if frozen {
@@ -219,23 +233,44 @@ func (e *walEngine) freeze() error {
 	e.mu.Lock()
 	after := e.baseTxID + 1 // what bbolt's txid will be once the frozen overlay is in
 	e.mu.Unlock()
-	next, err := createWALSegment(e.path, e.seg.n+1, walSegmentHeader{epoch: e.epoch, baseTxID: after}, extendBy(e.limit))
+	next, err := wal.Create(e.fs, e.path, e.seg.N+1, wal.Header{Epoch: e.epoch, BaseTxID: after}, e.segConfig())
 	if err != nil {
-		return err
+		return fmt.Errorf("storage: %w", err)
 	}
+	e.lastSeg.Store(next.N)
 	old := e.seg
 	e.seg, e.defined = next, map[uint32]bool{}
 	e.mu.Lock()
-	e.frozen, e.frozenN = e.cur, old.n
+	e.frozen, e.frozenN = e.cur, old.N
 	e.cur = newOverlay()
 	e.top = e.cur
 	e.gen++
 	e.startCheckpointLocked()
 	e.mu.Unlock()
 	// Every record of the old segment was synced when it was written.
-	_ = old.close()
+	_ = old.Close()
 	return nil
 }
+
+// segConfig lays out a new segment: extendBy of zeros at a time, and commits bounded
+// by MaxCommitBytes.
+func (e *walEngine) segConfig() wal.Config {
+	return wal.Config{ExtendBy: extendBy(e.limit), MaxRecord: int(MaxCommitBytes(e.limit))}
+}
+
+// MaxCommitBytes is the largest commit (one group commit's log record) a data file with
+// the given CheckpointBytes takes: walBacklog times CheckpointBytes, at least 64 MiB (a
+// full /v2/batch of workflow steps, 16 MiB of bodies, stores them twice: messages and
+// histories; a 10 MiB workflow body the same). It
+// bounds what one commit adds to the log's memory (the overlays hold about walBacklog+1
+// times CheckpointBytes, plus at most one such commit each); a larger one fails with
+// ErrCommitTooLarge and stores nothing.
+func MaxCommitBytes(checkpointBytes int64) int64 {
+	return min(max(walBacklog*checkpointBytes, 64<<20), wal.MaxRecord)
+}
+
+// ErrCommitTooLarge is a commit over MaxCommitBytes.
+var ErrCommitTooLarge = wal.ErrTooLarge
 
 // checkpointLoop writes each frozen overlay into bbolt, then drops it and its segment.
 func (e *walEngine) checkpointLoop() {
@@ -249,7 +284,7 @@ func (e *walEngine) checkpointLoop() {
 			// Deleted before anyone waiting is told, so that its space is free for the
 			// next segment. One left behind is harmless (replay skips a segment bbolt
 			// has passed) and Close deletes it.
-			_ = removeWALSegment(e.path, n)
+			_ = wal.Remove(e.fs, e.path, n)
 		}
 		e.mu.Lock()
 		e.ckptErr = err
@@ -268,6 +303,9 @@ func (e *walEngine) checkpoint(o *overlay) error {
 	var txid uint64
 	err := e.db.Update(func(btx *bolt.Tx) error {
 		txid = uint64(btx.ID())
+		if err := putLastSegment(btx, e.lastSeg.Load()); err != nil {
+			return err
+		}
 		return applyOverlay(btx, o, e.reg)
 	})
 	if err != nil {
@@ -347,7 +385,7 @@ func (e *walEngine) Checkpoint() error {
 	if err := e.finishFrozen(); err != nil {
 		return err
 	}
-	if e.seg.written == 0 {
+	if e.seg.Written == 0 {
 		return nil
 	}
 	if err := e.freeze(); err != nil {
@@ -393,12 +431,14 @@ func (e *walEngine) Close() error {
 	}
 	close(e.ckptReq)
 	<-e.loopDone
-	if err == nil && e.seg.written > 0 {
+	if err == nil && e.seg.Written > 0 {
 		err = e.checkpoint(e.cur)
 	}
-	cerr := e.seg.close()
+	cerr := e.seg.Close()
 	if err == nil && cerr == nil {
-		cerr = removeWALSegments(e.path)
+		if cerr = wal.RemoveAll(e.fs, e.path); cerr != nil {
+			cerr = fmt.Errorf("storage: %w", cerr)
+		}
 	}
 	if dberr := e.db.Close(); err == nil {
 		err = dberr
@@ -409,28 +449,11 @@ func (e *walEngine) Close() error {
 // RemoveWAL deletes the write-ahead log of the data file at dbPath, which must not be
 // open: what the log holds is lost. Restoring a backup over a data file discards that
 // file's log with it (a log is refused over a data file it does not belong to).
-func RemoveWAL(dbPath string) error { return removeWALSegments(dbPath) }
-
-// removeWALSegments deletes every segment of the data file at dbPath.
-func removeWALSegments(dbPath string) error {
-	segs, err := walSegments(dbPath)
-	if err != nil {
-		return fmt.Errorf("storage: list write-ahead log: %w", err)
-	}
-	for _, n := range segs {
-		if err := removeWALSegment(dbPath, n); err != nil {
-			return err
-		}
+func RemoveWAL(dbPath string) error {
+	if err := wal.RemoveAll(wal.OS{}, dbPath); err != nil {
+		return fmt.Errorf("storage: %w", err)
 	}
 	return nil
-}
-
-func removeWALSegment(dbPath string, n uint64) error {
-	path := walSegmentPath(dbPath, n)
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("storage: remove write-ahead log: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
 }
 
 // encode appends ops to p as a log record's payload. A bucket is named ('N': number,
@@ -461,7 +484,7 @@ func (e *walEngine) encode(p []byte, ops []walOp) []byte {
 }
 
 func (e *walEngine) define(p []byte, id uint32) []byte {
-	if id == 0 || e.defined[id] {
+	if id == 0 || e.defined[id] || e.pending[id] {
 		return p
 	}
 	path := e.reg.path(id)
@@ -470,6 +493,6 @@ func (e *walEngine) define(p []byte, id uint32) []byte {
 	p = binary.AppendUvarint(p, uint64(id))
 	p = binary.AppendUvarint(p, uint64(path.parent))
 	p = appendBytes(p, path.name)
-	e.defined[id] = true
+	e.pending[id] = true
 	return p
 }

@@ -2,8 +2,11 @@ package storage
 
 import (
 	"errors"
+	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/duraton/duraton/storage/internal/wal"
 )
 
 // Test-only hooks for the write-ahead log's crash and recovery tests (wal_test.go).
@@ -41,7 +44,7 @@ func (e *walEngine) crash() error {
 	<-done
 	close(e.ckptReq)
 	<-e.loopDone
-	return errors.Join(e.seg.close(), e.db.Close())
+	return errors.Join(e.seg.Close(), e.db.Close())
 }
 
 // ReplayWALOnlyForTest opens the bbolt file at dbPath and replays its log into it as
@@ -52,9 +55,35 @@ func ReplayWALOnlyForTest(dbPath string) error {
 	if err != nil {
 		return err
 	}
-	segs, err := walSegments(dbPath)
+	segs, err := wal.List(wal.OS{}, dbPath)
 	if err == nil && len(segs) > 0 {
-		err = replayWAL(db, segs)
+		err = replayWAL(db, wal.OS{}, segs)
 	}
 	return errors.Join(err, db.Close())
+}
+
+// OpenWALEngineOnFSForTest is OpenWALEngineForTest with the log on fsys. bbolt does not
+// sync (the crash-point suite crashes the log's filesystem, not bbolt's).
+func OpenWALEngineOnFSForTest(dir string, checkpointBytes int64, fsys wal.FS) (Engine, error) {
+	db, err := bolt.Open(filepath.Join(dir, "kv.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	e, err := openWALEngine(db, walConfig{limit: checkpointBytes, fs: fsys})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// WaitCheckpointForTest waits for the checkpoint in progress, if any, to end: the
+// crash-point suite numbers the filesystem's calls, which must come in the same order
+// on every run.
+func WaitCheckpointForTest(e Engine) {
+	w := e.(*walEngine)
+	w.mu.Lock()
+	done := w.ckptDone
+	w.mu.Unlock()
+	<-done
 }

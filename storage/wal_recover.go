@@ -8,31 +8,53 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/duraton/duraton/storage/internal/wal"
 )
 
 // walMeta is the root bucket holding the data file's epoch, the random value its log
-// segments carry so that a log is never replayed over another file.
+// segments carry so that a log is never replayed over another file, and the highest
+// segment number its log has used ("segment"), so that numbers never repeat.
 const walMeta = "duraton.wal"
+
+// walExtendBy is how much zero-filled space is added when a commit reaches the end of
+// what is allocated (less when checkpoints come sooner): about one extra fdatasync of
+// metadata per MiB of log.
+const walExtendBy = 1 << 20
+
+// walConfig is what openWALEngine needs besides the data file.
+type walConfig struct {
+	limit int64  // CheckpointBytes
+	fs    wal.FS // the log's filesystem: wal.OS, or a test's
+}
 
 // openWALEngine puts the write-ahead log in front of db (open, with nothing written
 // since): it replays what a previous process logged and did not checkpoint, deletes
-// that log, makes sure the file has an epoch, and starts a new segment.
-func openWALEngine(db *bolt.DB, limit int64) (*walEngine, error) {
+// that log, makes sure the file has an epoch, and starts a new segment. A damaged log
+// is refused (ErrCorrupt, naming the file and the offset) before anything is written.
+func openWALEngine(db *bolt.DB, cfg walConfig) (*walEngine, error) {
+	if cfg.fs == nil {
+		cfg.fs = wal.OS{}
+	}
 	path := db.Path()
-	segs, err := walSegments(path)
+	segs, err := wal.List(cfg.fs, path)
 	if err != nil {
-		return nil, fmt.Errorf("storage: list write-ahead log: %w", err)
+		return nil, fmt.Errorf("storage: %w", err)
 	}
 	if len(segs) > 0 {
-		if err := replayWAL(db, segs); err != nil {
+		if err := replayWAL(db, cfg.fs, segs); err != nil {
 			return nil, err
 		}
-		if err := removeWALSegments(path); err != nil {
-			return nil, err
+		if err := wal.RemoveAll(cfg.fs, path); err != nil {
+			return nil, fmt.Errorf("storage: %w", err)
 		}
 	}
 	var epoch [16]byte
 	var txid uint64
+	next := uint64(1)
+	if len(segs) > 0 {
+		next = segs[len(segs)-1] + 1
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists([]byte(walMeta))
 		if err != nil {
@@ -46,39 +68,87 @@ func openWALEngine(db *bolt.DB, limit int64) (*walEngine, error) {
 				return err
 			}
 		}
+		if v := meta.Get([]byte("segment")); len(v) == 8 {
+			next = max(next, binary.BigEndian.Uint64(v)+1)
+		}
 		txid = uint64(tx.ID())
-		return nil
+		return putLastSegment(tx, next)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
 	}
-	next := uint64(1)
-	if len(segs) > 0 {
-		next = segs[len(segs)-1] + 1
-	}
-	seg, err := createWALSegment(path, next, walSegmentHeader{epoch: epoch, baseTxID: txid}, extendBy(limit))
-	if err != nil {
-		return nil, err
-	}
-	cur := newOverlay()
-	done := make(chan struct{})
-	close(done)
 	e := &walEngine{
-		db: db, path: path, epoch: epoch, reg: newBucketRegistry(), limit: limit,
-		seg: seg, cur: cur, defined: map[uint32]bool{},
-		top: cur, baseTxID: txid, ckptDone: done,
-		ckptReq: make(chan struct{}, 1), loopDone: make(chan struct{}),
+		db: db, fs: cfg.fs, path: path, epoch: epoch, reg: newBucketRegistry(), limit: cfg.limit,
+		defined: map[uint32]bool{}, pending: map[uint32]bool{},
+		baseTxID: txid, ckptReq: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
+	seg, err := wal.Create(cfg.fs, path, next, wal.Header{Epoch: epoch, BaseTxID: txid}, e.segConfig())
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	e.lastSeg.Store(next)
+	e.seg = seg
+	e.cur = newOverlay()
+	e.top = e.cur
+	e.ckptDone = make(chan struct{})
+	close(e.ckptDone)
 	go e.checkpointLoop()
 	return e, nil
 }
 
+// putLastSegment records n as the highest segment number used.
+func putLastSegment(tx *bolt.Tx, n uint64) error {
+	meta, err := tx.CreateBucketIfNotExists([]byte(walMeta))
+	if err != nil {
+		return err
+	}
+	if v := meta.Get([]byte("segment")); len(v) == 8 && binary.BigEndian.Uint64(v) >= n {
+		return nil
+	}
+	return meta.Put([]byte("segment"), binary.BigEndian.AppendUint64(nil, n))
+}
+
+// walSegment is a segment replay applies.
+type walSegment struct {
+	n       uint64
+	records []wal.Record
+}
+
 // replayWAL applies the log's segments that bbolt does not hold yet, in one bbolt
-// transaction. A segment whose base txid is below bbolt's was checkpointed (its file
-// outlived the checkpoint by a crash); the first one that was not must apply on exactly
-// bbolt's txid, or the log belongs to another state of the file (a restored backup, a
-// replaced file) and is refused.
-func replayWAL(db *bolt.DB, segs []uint64) error {
+// transaction each. Nothing is written unless the whole log reads back clean.
+func replayWAL(db *bolt.DB, fsys wal.FS, segs []uint64) error {
+	path := db.Path()
+	todo, err := planReplay(db, fsys, segs)
+	if err != nil {
+		return err
+	}
+	// One bbolt transaction per segment, as its checkpoint would have been: bbolt's txid
+	// then says how far replay got, and a crash before the log is deleted replays none
+	// of it twice.
+	for _, s := range todo {
+		err := db.Update(func(tx *bolt.Tx) error {
+			r := replayer{tx: tx, buckets: map[uint64]*bolt.Bucket{}, names: map[uint64]bucketName{}}
+			for _, rec := range s.records {
+				if err := r.apply(rec.Payload); err != nil {
+					return fmt.Errorf("%s at offset %d: %w", wal.Path(path, s.n), rec.Offset, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: replay write-ahead log: %w", err)
+		}
+	}
+	return nil
+}
+
+// planReplay reads the log and returns the segments replay applies. A segment whose
+// base txid is below bbolt's was checkpointed (its file outlived the checkpoint by a
+// crash) and is skipped whatever it holds; the first one that was not must apply on
+// exactly bbolt's txid, or the log belongs to another state of the file (a restored
+// backup, a replaced file) and is refused. A damaged segment is refused with a
+// *wal.DamageError wrapped in ErrCorrupt.
+func planReplay(db *bolt.DB, fsys wal.FS, segs []uint64) ([]walSegment, error) {
 	path := db.Path()
 	var epoch []byte
 	var txid uint64
@@ -89,53 +159,31 @@ func replayWAL(db *bolt.DB, segs []uint64) error {
 		txid = uint64(tx.ID())
 		return nil
 	}); err != nil {
-		return fmt.Errorf("storage: replay write-ahead log: %w", err)
+		return nil, fmt.Errorf("storage: replay write-ahead log: %w", err)
 	}
-	type segment struct {
-		n       uint64
-		h       walSegmentHeader
-		records [][]byte
-	}
-	var todo []segment
+	var todo []walSegment
 	for i, n := range segs {
 		last := i == len(segs)-1
-		h, records, torn, err := readWALSegment(path, n)
+		c, err := wal.Read(fsys, path, n, last)
+		var damage *wal.DamageError
 		switch {
-		case errors.Is(err, errWALNoHeader) && last:
+		case errors.Is(err, wal.ErrNoHeader) && last:
 			continue // created, never written to
+		case errors.As(err, &damage) && damage.Offset > 0 && bytes.Equal(c.Header.Epoch[:], epoch) && c.Header.BaseTxID < txid:
+			continue // checkpointed already: bbolt holds all it held
 		case err != nil:
-			return fmt.Errorf("storage: write-ahead log %s: %w: %v", walSegmentPath(path, n), ErrCorrupt, err)
-		case torn && !last:
-			// Only the segment being written can end in a torn record.
-			return fmt.Errorf("storage: write-ahead log %s: %w: a damaged record before the last segment", walSegmentPath(path, n), ErrCorrupt)
-		case !bytes.Equal(h.epoch[:], epoch):
-			return fmt.Errorf("storage: write-ahead log %s belongs to another data file than %s (replaced or restored?): %w; move the log away to open the data file as it is", walSegmentPath(path, n), path, ErrCorrupt)
-		case h.baseTxID < txid:
+			return nil, fmt.Errorf("storage: %w: %w", ErrCorrupt, err)
+		case !bytes.Equal(c.Header.Epoch[:], epoch):
+			return nil, fmt.Errorf("storage: write-ahead log %s belongs to another data file than %s (replaced or restored?): %w; move the log away to open the data file as it is", wal.Path(path, n), path, ErrCorrupt)
+		case c.Header.BaseTxID < txid:
 			continue // checkpointed already
 		}
-		if want := txid + uint64(len(todo)); h.baseTxID != want {
-			return fmt.Errorf("storage: write-ahead log %s applies on transaction %d, the data file %s is at %d (restored from a backup?): %w; move the log away to open the data file as it is", walSegmentPath(path, n), h.baseTxID, path, want, ErrCorrupt)
+		if want := txid + uint64(len(todo)); c.Header.BaseTxID != want {
+			return nil, fmt.Errorf("storage: write-ahead log %s applies on transaction %d, the data file %s is at %d (restored from a backup?): %w; move the log away to open the data file as it is", wal.Path(path, n), c.Header.BaseTxID, path, want, ErrCorrupt)
 		}
-		todo = append(todo, segment{n: n, h: h, records: records})
+		todo = append(todo, walSegment{n: n, records: c.Records})
 	}
-	// One bbolt transaction per segment, as its checkpoint would have been: bbolt's txid
-	// then says how far replay got, and a crash before the log is deleted replays none
-	// of it twice.
-	for _, s := range todo {
-		err := db.Update(func(tx *bolt.Tx) error {
-			r := replayer{tx: tx, buckets: map[uint64]*bolt.Bucket{}, names: map[uint64]bucketName{}}
-			for _, rec := range s.records {
-				if err := r.apply(rec); err != nil {
-					return fmt.Errorf("%s: %w", walSegmentPath(path, s.n), err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("storage: replay write-ahead log: %w", err)
-		}
-	}
-	return nil
+	return todo, nil
 }
 
 // replayer applies one segment's records; bucket numbers are the segment's own.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage"
 )
 
 var errUsage = errors.New("usage")
@@ -253,6 +254,17 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	}
 	if f.CheckpointBytes < 4<<10 || f.CheckpointBytes > 1<<30 {
 		return f, fmt.Errorf("--checkpoint-bytes (DURATON_CHECKPOINT_BYTES) must be between %d and %d, got %d", 4<<10, 1<<30, f.CheckpointBytes)
+	}
+	// One commit on a data file is bounded by storage.MaxCommitBytes: a message must fit
+	// in it with room for the others of its group commit (a workflow step's body is
+	// stored twice: in its message and in the run's history).
+	if limit := storage.MaxCommitBytes(f.CheckpointBytes); f.Store == "" {
+		if f.MaxBodyBytes > limit/4 {
+			return f, fmt.Errorf("--max-body-bytes (%d) must be at most a quarter of the largest commit the data file takes (%d, 4 times --checkpoint-bytes, at least 64 MiB): raise --checkpoint-bytes", f.MaxBodyBytes, limit)
+		}
+		if f.MaxWorkflowBodyBytes > limit/4 {
+			return f, fmt.Errorf("--max-workflow-body-bytes (%d) must be at most a quarter of the largest commit the data file takes (%d, 4 times --checkpoint-bytes, at least 64 MiB): raise --checkpoint-bytes", f.MaxWorkflowBodyBytes, limit)
+		}
 	}
 	if f.HookRate < 1 || f.HookRate > 1_000_000 {
 		return f, fmt.Errorf("--hook-rate must be between 1 and 1000000")

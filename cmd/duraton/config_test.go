@@ -132,6 +132,8 @@ func TestParseServerFlagsMalformedEnv(t *testing.T) {
 		{name: "EvenWhenFlagOverrides", variable: "DURATON_MAX_IN_FLIGHT", value: "x", args: []string{"-max-in-flight", "4"}, wantErr: "DURATON_MAX_IN_FLIGHT"},
 		{name: "OutOfRange", variable: "DURATON_MAX_IN_FLIGHT", value: "0", wantErr: "DURATON_MAX_IN_FLIGHT) must be between 1 and 100000, got 0"},
 		{name: "CheckpointBytesTooSmall", variable: "DURATON_CHECKPOINT_BYTES", value: "100", wantErr: "DURATON_CHECKPOINT_BYTES) must be between 4096 and 1073741824, got 100"},
+		{name: "BodyOverTheCommitBound", variable: "DURATON_MAX_BODY_BYTES", value: "33554432", wantErr: "--max-body-bytes (33554432) must be at most a quarter of the largest commit the data file takes (67108864, 4 times --checkpoint-bytes, at least 64 MiB): raise --checkpoint-bytes"},
+		{name: "WorkflowBodyOverTheCommitBound", variable: "DURATON_MAX_WORKFLOW_BODY_BYTES", value: "33554432", wantErr: "--max-workflow-body-bytes (33554432) must be at most a quarter of the largest commit the data file takes (67108864, 4 times --checkpoint-bytes, at least 64 MiB): raise --checkpoint-bytes"},
 		{name: "NegativeDrain", variable: "DURATON_DRAIN_TIMEOUT", value: "-1s", wantErr: "DURATON_DRAIN_TIMEOUT) must not be negative"},
 		{name: "ShareNotInt", variable: "DURATON_PROJECT_SHARE", value: "half", wantErr: `DURATON_PROJECT_SHARE: "half" is not an integer`},
 		{name: "ShareOverCap", variable: "DURATON_PROJECT_SHARE", value: "513", wantErr: "DURATON_PROJECT_SHARE) must be between 0"},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +97,26 @@ func TestDamagedDataFileRefused(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
 		}},
+		// Damage past the meta pages, which only a walk of the tree finds: bbolt's
+		// own walk (its freelist rebuilt at open) panicked in a goroutine on these.
+		{"ZeroedFromPage4", func(t *testing.T, path string) {
+			info, err := os.Stat(path)
+			require.NoError(t, err)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(make([]byte, info.Size()-4*4096), 4*4096)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		}},
+		{"RandomBytesAt16K", func(t *testing.T, path string) {
+			junk := make([]byte, 8192)
+			_, _ = rand.NewChaCha8([32]byte{27}).Read(junk)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(junk, 16384)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -110,11 +131,19 @@ func TestDamagedDataFileRefused(t *testing.T) {
 			require.Contains(t, stderr, "data file is corrupt")
 			require.Contains(t, stderr, "duraton check --data "+dir)
 			require.Contains(t, stderr, "backup")
+			require.NotContains(t, stderr, "goroutine ")
 			require.Equal(t, before, sumFile(t, path), "serve modified the damaged file")
+
+			code, _, stderr = runBinary(t, "dev", "--addr", "127.0.0.1:0", "--data", dir)
+			require.Equal(t, 1, code, stderr)
+			require.Contains(t, stderr, "data file is corrupt")
+			require.NotContains(t, stderr, "goroutine ")
+			require.Equal(t, before, sumFile(t, path), "dev modified the damaged file")
 
 			code, stdout, stderr := runBinary(t, "check", "--data", dir)
 			require.Equal(t, 1, code, stderr)
 			require.Contains(t, stdout, "damaged: "+path)
+			require.NotContains(t, stderr, "goroutine ")
 			require.Equal(t, before, sumFile(t, path), "check modified the file")
 		})
 	}

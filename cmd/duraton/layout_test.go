@@ -17,33 +17,35 @@ const modulePath = "github.com/duraton/duraton"
 // deliverytest, servertest) may import what they wire together, and no production
 // package imports them.
 var allowedImports = map[string][]string{
-	"flowctl":               {},
-	"storage":               {"flowctl"},
-	"storage/storagetest":   {"storage", "flowctl"},
-	"storage/pg/pgtest":     {"storage", "storage/pg"},
-	"storage/pg":            {"storage"},
-	"delivery/sched":        {"storage", "flowctl"},
-	"delivery/netguard":     {},
-	"delivery/h1":           {},
-	"delivery/retrydelay":   {},
-	"delivery/deliverytest": {},
-	"delivery/schedule":     {"delivery", "storage", "sdk/wire"},
-	"delivery/urlgroup":     {"storage"},
-	"delivery/native":       {"delivery", "storage", "flowctl", "sdk/wire"},
-	"delivery":              {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/h1", "delivery/retrydelay"},
-	"server":                {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire", "server/replica", "server/authlimit"},
-	"server/authlimit":      {},
-	"server/metrics":        {"delivery"},
-	"server/console":        {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/authlimit"},
-	"server/servertest":     {"server", "delivery", "delivery/native", "delivery/netguard", "storage", "storage/pg"},
-	"server/replica":        {},
-	"sdk/wire":              {},
-	"sdk":                   {"sdk/wire"},
-	"cmd/duraton":           {"*"},
+	"flowctl":                      {},
+	"storage":                      {"flowctl", "storage/internal/wal"},
+	"storage/internal/wal":         {},
+	"storage/internal/wal/waltest": {"storage/internal/wal"},
+	"storage/storagetest":          {"storage", "flowctl"},
+	"storage/pg/pgtest":            {"storage", "storage/pg"},
+	"storage/pg":                   {"storage"},
+	"delivery/sched":               {"storage", "flowctl"},
+	"delivery/netguard":            {},
+	"delivery/h1":                  {},
+	"delivery/retrydelay":          {},
+	"delivery/deliverytest":        {},
+	"delivery/schedule":            {"delivery", "storage", "sdk/wire"},
+	"delivery/urlgroup":            {"storage"},
+	"delivery/native":              {"delivery", "storage", "flowctl", "sdk/wire"},
+	"delivery":                     {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/h1", "delivery/retrydelay"},
+	"server":                       {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire", "server/replica", "server/authlimit"},
+	"server/authlimit":             {},
+	"server/metrics":               {"delivery"},
+	"server/console":               {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/authlimit"},
+	"server/servertest":            {"server", "delivery", "delivery/native", "delivery/netguard", "storage", "storage/pg"},
+	"server/replica":               {"sdk/wire"},
+	"sdk/wire":                     {},
+	"sdk":                          {"sdk/wire"},
+	"cmd/duraton":                  {"*"},
 }
 
 // testSupport are the packages only tests (and cmd's benchmarks) may import.
-var testSupport = []string{"storage/storagetest", "storage/pg/pgtest", "delivery/deliverytest", "server/servertest"}
+var testSupport = []string{"storage/storagetest", "storage/internal/wal/waltest", "storage/pg/pgtest", "delivery/deliverytest", "server/servertest"}
 
 // TestImportRules fails when a package imports a module package DESIGN.md does not allow
 // it, or when a package appears that the table does not know.

@@ -36,6 +36,8 @@ Usage:
   duraton workflows list [--app A]   list the registered native workflows and their controls
   duraton runs list|get RUN-ID       list native runs (--workflow, --status, ...) or show one with its steps
   duraton check   --data DIR         check the data file's consistency (read-only; server stopped)
+  duraton recover --data DIR --drop-log-after OFFSET
+                                     go on without a damaged write-ahead log's tail (prints what it drops)
   duraton backup --to FILE           download a consistent snapshot from a running server (--admin-token)
   duraton restore --from FILE        put a snapshot in place as the data file of a stopped server
   duraton bench publish [flags]      benchmark durable publish → delivery on this machine
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = runRuns(ctx, args[1:], stdout, stderr, getenv)
 	case "check":
 		err = runCheck(args[1:], stdout, stderr, getenv)
+	case "recover":
+		err = runRecover(args[1:], stdout, stderr, getenv)
 	case "backup":
 		err = runBackup(ctx, args[1:], stdout, stderr, getenv)
 	case "restore":
