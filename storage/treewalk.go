@@ -89,7 +89,7 @@ func (w *treeWalker) page(id uint64, from string) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, fmt.Errorf("page %d (child of %s) is outside the file's pages [2, %d)", id, from, w.hwm)
 	}
-	head := make([]byte, pageHeaderSize)
+	head := make([]byte, w.pageSize) // the page, and its overflow pages read below
 	if _, err := w.f.ReadAt(head, int64(id)*w.pageSize); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
@@ -107,8 +107,12 @@ func (w *treeWalker) page(id uint64, from string) ([]byte, error) {
 		}
 		w.seen[p/64] |= 1 << (p % 64)
 	}
+	if overflow == 0 {
+		return head, nil
+	}
 	buf := make([]byte, int64(overflow+1)*w.pageSize)
-	if _, err := w.f.ReadAt(buf, int64(id)*w.pageSize); err != nil {
+	copy(buf, head)
+	if _, err := w.f.ReadAt(buf[w.pageSize:], int64(id+1)*w.pageSize); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	return buf, nil
