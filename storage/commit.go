@@ -159,8 +159,9 @@ func (f *failedOp) Error() string { return f.err.Error() }
 
 // commit runs ops in one transaction. If one fails, its caller gets its error and the
 // rest are committed in one more pass without it, in which any function that fails is
-// undone in place (commit_undo.go) and fails its own caller only. A failure of the
-// engine (a commit, a lost connection) fails the whole group. A group that panics is
+// undone in place (commit_undo.go) and fails its own caller only. A group whose commit
+// is over the log's bound (ErrCommitTooLarge) is committed one function at a time. Any
+// other failure of the engine (a commit, a lost connection) fails the whole group. A group that panics is
 // not counted in the stats.
 func (s *Store) commit(ops []*op) {
 	start := time.Now()
@@ -188,6 +189,16 @@ func (s *Store) commit(ops []*op) {
 			}
 			return nil
 		})
+		if errors.Is(err, ErrCommitTooLarge) && len(ops) > 1 {
+			// The group's record is over the log's bound, which none of its functions
+			// may be alone: each is committed on its own, so that only one too large by
+			// itself fails, and fails alone. (A function may run again: it returns what
+			// it made.)
+			for _, o := range ops {
+				s.commit([]*op{o})
+			}
+			return
+		}
 		var f *failedOp
 		if errors.As(err, &f) {
 			ops[f.index].done <- f.err

@@ -161,3 +161,37 @@ func waitQueued(t *testing.T, s *storage.Store, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A group whose record is over the log's bound is committed one function at a time: two
+// writes that fit the bound alone but not together both commit, and one over it alone
+// fails alone.
+func TestGroupOverTheCommitBoundIsSplit(t *testing.T) {
+	s := openWithProject(t, storage.Options{})
+	limit := storage.MaxCommitBytes(storage.Options{}.CheckpointBytes)
+	put := func(run string, n int64) func(*storage.Tx) error {
+		return func(tx *storage.Tx) error {
+			return tx.PutHistory("p", run, 0, &storage.HistoryEntry{MessageID: "m", Body: make([]byte, n)})
+		}
+	}
+	release, leaderDone := holdLead(t, s, func(*storage.Tx) error { return nil })
+	errs := make([]chan error, 3)
+	for i, fn := range []func(*storage.Tx) error{put("wfr_a", limit*5/8), put("wfr_b", limit*5/8), put("wfr_c", limit+1)} {
+		errs[i] = make(chan error, 1)
+		go func() { errs[i] <- s.Update(fn) }()
+		waitQueued(t, s, i+1)
+	}
+	release()
+	require.NoError(t, <-leaderDone)
+	require.NoError(t, <-errs[0], "fits alone")
+	require.NoError(t, <-errs[1], "fits alone")
+	require.ErrorIs(t, <-errs[2], storage.ErrCommitTooLarge, "too large alone")
+	require.NoError(t, s.View(func(tx *storage.Tx) error {
+		for _, run := range []string{"wfr_a", "wfr_b"} {
+			h, err := tx.History("p", run, 1)
+			require.NoError(t, err)
+			require.Len(t, h, 1)
+			require.Len(t, h[0].Body, int(limit*5/8))
+		}
+		return nil
+	}))
+}
