@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -41,22 +40,11 @@ type treeWalker struct {
 // lock (a running server makes it fail with ErrLocked). The error wraps ErrCorrupt,
 // naming the file and the page, for damage.
 func walkTree(path string, lockTimeout time.Duration) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("storage: %w", err)
+	f, m, err := validatedFile(path)
+	if err != nil || f == nil {
+		return err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("storage: %w", err)
-	}
-	m, err := validateFile(f, info.Size())
-	if err != nil {
-		return fmt.Errorf("storage: %s: %w: %v", path, ErrCorrupt, err)
-	}
 	// bbolt's read-only open takes the shared lock and reads the meta pages only (no
 	// freelist is loaded): a writer cannot change the file under the walk.
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})

@@ -73,22 +73,35 @@ func decodeMeta(buf []byte) (metaPage, error) {
 // it); an empty one is not (a crash or a copy gone wrong, not a new database). Errors
 // wrap ErrCorrupt and name the file.
 func Validate(path string) error {
+	f, _, err := validatedFile(path)
+	if f != nil {
+		f.Close()
+	}
+	return err
+}
+
+// validatedFile opens the data file at path and checks its meta pages (validateFile);
+// it returns the open file (nil when there is none, which is valid) and the meta page
+// bbolt uses.
+func validatedFile(path string) (*os.File, metaPage, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, metaPage{}, nil
 	}
 	if err != nil {
-		return fmt.Errorf("storage: %w", err)
+		return nil, metaPage{}, fmt.Errorf("storage: %w", err)
 	}
-	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("storage: %w", err)
+		f.Close()
+		return nil, metaPage{}, fmt.Errorf("storage: %w", err)
 	}
-	if _, err := validateFile(f, info.Size()); err != nil {
-		return fmt.Errorf("storage: %s: %w: %v", path, ErrCorrupt, err)
+	m, err := validateFile(f, info.Size())
+	if err != nil {
+		f.Close()
+		return nil, metaPage{}, fmt.Errorf("storage: %s: %w: %v", path, ErrCorrupt, err)
 	}
-	return nil
+	return f, m, nil
 }
 
 // validateFile checks the meta pages and returns the one bbolt uses (the later valid

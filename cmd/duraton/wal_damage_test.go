@@ -29,16 +29,7 @@ func TestDamagedLogRefused(t *testing.T) {
 		t.Skip("e2e: starts, kills and restarts the duraton binary")
 	}
 	t.Parallel()
-	dir := t.TempDir()
-	p := startDuratonAddr(t, dir, "127.0.0.1:0")
-	client := newAPIClient(t, 10*time.Second)
-	var ids []string
-	for i := range 12 {
-		id, err := publishDelayed(client, p, "http://127.0.0.1:9/never", fmt.Sprintf("message-%02d", i))
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
-	p.Kill()
+	dir, client, ids := publishTwelveAndKill(t)
 
 	db := filepath.Join(dir, "duraton.db")
 	segs, err := filepath.Glob(db + "-wal.*")
@@ -91,7 +82,7 @@ func TestDamagedLogRefused(t *testing.T) {
 
 	code, _, stderr = runBinary(t, "check", "--data", dir)
 	require.Equal(t, 0, code, stderr)
-	p = startDuratonAddr(t, dir, "127.0.0.1:0")
+	p := startDuratonAddr(t, dir, "127.0.0.1:0")
 	kept := 0
 	for _, id := range ids {
 		if messageExists(t, client, p, id) {
@@ -112,17 +103,8 @@ func TestDamagedLogKeepsAllWhenIntact(t *testing.T) {
 		t.Skip("e2e: starts, kills and restarts the duraton binary")
 	}
 	t.Parallel()
-	dir := t.TempDir()
+	dir, client, ids := publishTwelveAndKill(t)
 	p := startDuratonAddr(t, dir, "127.0.0.1:0")
-	client := newAPIClient(t, 10*time.Second)
-	var ids []string
-	for i := range 12 {
-		id, err := publishDelayed(client, p, "http://127.0.0.1:9/never", fmt.Sprintf("message-%02d", i))
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
-	p.Kill()
-	p = startDuratonAddr(t, dir, "127.0.0.1:0")
 	for _, id := range ids {
 		require.True(t, messageExists(t, client, p, id), "message %s lost", id)
 	}
@@ -177,4 +159,20 @@ func messageExists(t *testing.T, client *http.Client, p *proc, id string) bool {
 	_, _ = io.Copy(io.Discard, res.Body)
 	require.Contains(t, []int{200, 404}, res.StatusCode)
 	return res.StatusCode == 200
+}
+
+// publishTwelveAndKill publishes 12 messages with a one-hour delay to a server on a new
+// data directory, then SIGKILLs it. It returns the directory, a client and the ids.
+func publishTwelveAndKill(t *testing.T) (dir string, client *http.Client, ids []string) {
+	t.Helper()
+	dir = t.TempDir()
+	p := startDuratonAddr(t, dir, "127.0.0.1:0")
+	client = newAPIClient(t, 10*time.Second)
+	for i := range 12 {
+		id, err := publishDelayed(client, p, "http://127.0.0.1:9/never", fmt.Sprintf("message-%02d", i))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	p.Kill()
+	return dir, client, ids
 }
