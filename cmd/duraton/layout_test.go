@@ -11,7 +11,7 @@ import (
 // modulePath is the module's import path.
 const modulePath = "github.com/duraton/duraton"
 
-// allowedImports is the import rules of docs/architecture.md for every package of the module:
+// allowedImports holds the import rules of docs/architecture.md for every package of the module:
 // the module packages each may import directly. Sub-packages of a folder belong to it
 // (delivery/sched is delivery's), test-support packages (storagetest, pgtest,
 // deliverytest, servertest) may import what they wire together, and no production
