@@ -11,7 +11,7 @@ import (
 // modulePath is the module's import path.
 const modulePath = "github.com/duraton/duraton"
 
-// allowedImports is DESIGN.md's "Who may import whom" for every package of the module:
+// allowedImports holds the import rules of docs/architecture.md for every package of the module:
 // the module packages each may import directly. Sub-packages of a folder belong to it
 // (delivery/sched is delivery's), test-support packages (storagetest, pgtest,
 // deliverytest, servertest) may import what they wire together, and no production
@@ -47,7 +47,7 @@ var allowedImports = map[string][]string{
 // testSupport are the packages only tests (and cmd's benchmarks) may import.
 var testSupport = []string{"storage/storagetest", "storage/internal/wal/waltest", "storage/pg/pgtest", "delivery/deliverytest", "server/servertest"}
 
-// TestImportRules fails when a package imports a module package DESIGN.md does not allow
+// TestImportRules fails when a package imports a module package the rules do not allow
 // it, or when a package appears that the table does not know.
 func TestImportRules(t *testing.T) {
 	t.Parallel()
@@ -71,7 +71,7 @@ func TestImportRules(t *testing.T) {
 		pkg := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, modulePath), "/")
 		allowed, known := allowedImports[pkg]
 		if !known {
-			t.Errorf("package %s is not in the import rules (cmd/duraton/layout_test.go): add it with what DESIGN.md lets it import", pkg)
+			t.Errorf("package %s is not in the import rules (cmd/duraton/layout_test.go): add it with what it may import, and to the package map of docs/architecture.md", pkg)
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -83,7 +83,7 @@ func TestImportRules(t *testing.T) {
 				continue
 			}
 			if !slices.Contains(allowed, dep) {
-				t.Errorf("%s imports %s: not allowed by DESIGN.md's import rules", pkg, dep)
+				t.Errorf("%s imports %s: not allowed by the import rules (docs/architecture.md)", pkg, dep)
 			}
 			if slices.Contains(testSupport, dep) && !slices.Contains(testSupport, pkg) {
 				t.Errorf("%s (production) imports the test-support package %s", pkg, dep)

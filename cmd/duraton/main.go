@@ -26,7 +26,7 @@ const usage = `duraton — a self-hosted QStash-compatible workflow delivery ser
 
 Usage:
   duraton dev     [flags]            run locally: ./.duraton data, fixed dev credentials, loopback allowed
-  duraton serve   [flags]            run in production (see README for flags and DURATON_* variables)
+  duraton serve   [flags]            run in production (flags and DURATON_* variables: docs/operations.md)
   duraton project create NAME        create a project and print its API token
   duraton project list               list projects
   duraton keys show   --project ID   print a project's signing keys
@@ -45,6 +45,7 @@ Usage:
   duraton bench workflow [flags]     benchmark Go SDK workflow runs (steps/s, latency, overhead)
   duraton bench events [flags]       benchmark native events (accepted/s, --fan-out 1..10, event → first delivery)
   duraton bench chaos [flags]        SIGKILL a real duraton under chaotic load; check nothing is lost
+  duraton bench http-floor [flags]   the machine's HTTP/1.1 loopback ceiling for the benchmarks' shapes
 
 Run "duraton <command> -h" for the flags of a command.
 `
