@@ -1,8 +1,20 @@
-// Package storage owns Duraton's durable state: one embedded bbolt file holding every
-// project's messages, the global due index, logs, dead letters, queues, deduplication
-// records, API tokens and signing keys.
+// Package storage owns Duraton's durable state: every project's messages, the global due
+// index, runs and their histories, logs, dead letters, queues, deduplication records,
+// API tokens and signing keys, as domain records (the Store and its Tx) over a small
+// key-value engine seam (Engine, KVTx, KVBucket, KVCursor: kv.go).
 //
-// Layout (bucket names in quotes):
+// Two engines sit behind the seam:
+//
+//   - the embedded default: one bbolt file (bolt.go) written through a write-ahead log
+//     (wal_engine.go, wal_overlay.go, wal_cursor.go, wal_recover.go; the log's segment
+//     format and files are storage/internal/wal, behind a filesystem seam). A commit is
+//     answered once its log record is fdatasynced; checkpoints move the log into the bbolt
+//     file in the background; start-up replays what the file has not taken, and refuses
+//     a damaged log or data file (treewalk.go, validate.go) instead of guessing;
+//   - PostgreSQL (storage/pg), for replicas: a commit is a PostgreSQL transaction.
+//
+// The domain code, the codecs and the shared behaviour suite (storage/storagetest) are
+// the same for both. Layout (bucket names in quotes; on PostgreSQL the same keys):
 //
 //	"tokens"   sha256(token) hex → project id
 //	"due"      due time (unix ns, 8 bytes big-endian) ‖ message id → project, queue,
@@ -34,7 +46,8 @@
 //	    "topics"   URL group name → Topic (its endpoints)
 //
 // Values are JSON except the hottest records: messages, runs and history entries are
-// binary, starting with a format byte (0x01; msgcodec.go, runcodec.go, histcodec.go).
+// binary, starting with a format byte (runs 0x02, the others 0x01; msgcodec.go,
+// runcodec.go, histcodec.go).
 // JSON records of those kinds written by earlier versions are still read; a record of
 // an unknown format is refused with an error that says so.
 //
@@ -42,14 +55,15 @@
 // its own project's data. The due index is global because the dispatcher serves every
 // project; its values name the project.
 //
-// Writes go through Store.Update, which group-commits: concurrent callers share one bbolt
-// transaction and one fsync, and each returns only after that commit is durable. Unlike
+// Writes go through Store.Update, which group-commits: concurrent callers share one
+// engine transaction (one log record and one fdatasync on the embedded engine), and each
+// returns only after that commit is durable. Unlike
 // bbolt's DB.Batch there is no timer: a commit starts as soon as the previous one ends,
 // taking everything that queued up meanwhile. Update functions may run more than once (if
 // another function in the same group fails, the group is made again without it, once,
 // undoing in place any function that fails then: commit_undo.go) and must therefore have
 // no side effects outside the transaction.
 //
-// Records are JSON; enums are stored as their names. storage imports flowctl only for
-// the types it persists.
+// The other records are JSON; enums are stored as their names. storage imports flowctl
+// only for the types it persists.
 package storage

@@ -2,9 +2,9 @@ package storagetest
 
 import (
 	"bytes"
-	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"testing"
@@ -24,8 +24,10 @@ type OpenEngine func(t *testing.T) storage.Engine
 
 // ExerciseKV runs the engine seam's tests against engines made by open.
 func ExerciseKV(t *testing.T, open OpenEngine) {
-	for _, name := range sortedKeys(kvTests) {
-		test := kvTests[name]
+	all := maps.Clone(kvTests)
+	maps.Copy(all, kvBoundTests) // suite_kv_bounds.go
+	for _, name := range sortedKeys(all) {
+		test := all[name]
 		t.Run(name, func(t *testing.T) { test(t, open(t)) })
 	}
 }
@@ -125,25 +127,6 @@ func reversed(ks [][]byte) [][]byte {
 }
 
 var kvTests = map[string]func(*testing.T, storage.Engine){
-	// Keys of MaxKeyBytes work on every engine (random bytes: nothing compresses them);
-	// a key over the engine's limit is refused by Put itself, not at commit, so the
-	// transaction goes on and commits its other writes.
-	"KeyBounds": func(t *testing.T, e storage.Engine) {
-		longest := make([]byte, storage.MaxKeyBytes)
-		_, _ = rand.Read(longest)
-		kvUpdate(t, e, "dedup", func(b storage.KVBucket) error {
-			if err := b.Put(longest, []byte("v")); err != nil {
-				return err
-			}
-			require.Error(t, b.Put(bytes.Repeat([]byte("k"), 40_000), []byte("v")), "a key over every engine's limit")
-			return b.Put([]byte("after"), []byte("a"))
-		})
-		kvView(t, e, "dedup", func(b storage.KVBucket) error {
-			require.Equal(t, []byte("v"), b.Get(longest))
-			require.Equal(t, []byte("a"), b.Get([]byte("after")))
-			return nil
-		})
-	},
 	"ModelCheck": modelCheck, // suite_kvmodel.go
 	// Updates called concurrently behave as if one at a time: read-modify-write
 	// increments from several goroutines lose none.
