@@ -438,3 +438,16 @@ func counter(tx *storage.Tx) (int, error) {
 	}
 	return q.Parallelism, nil
 }
+
+// countAndQueue adds one to the suite's counter and puts queue q<i>: a function's writes
+// whose effect the commit tests can count.
+func countAndQueue(tx *storage.Tx, i int) error {
+	c, err := counter(tx)
+	if err != nil {
+		return err
+	}
+	if err := tx.PutQueue(projectP, &storage.Queue{Name: "counter", Parallelism: c + 1}); err != nil {
+		return err
+	}
+	return tx.PutQueue(projectP, &storage.Queue{Name: fmt.Sprintf("q%02d", i)})
+}

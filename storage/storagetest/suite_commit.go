@@ -32,14 +32,7 @@ var groupCommitTests = map[string]func(*testing.T, *storage.Store){
 			wg.Go(func() {
 				errs[i] = s.Update(func(tx *storage.Tx) error {
 					runs.Add(1)
-					c, err := counter(tx)
-					if err != nil {
-						return err
-					}
-					if err := tx.PutQueue(projectP, &storage.Queue{Name: "counter", Parallelism: c + 1}); err != nil {
-						return err
-					}
-					if err := tx.PutQueue(projectP, &storage.Queue{Name: fmt.Sprintf("q%02d", i)}); err != nil {
+					if err := countAndQueue(tx, i); err != nil {
 						return err
 					}
 					if i%3 == 0 {

@@ -63,14 +63,7 @@ func severalFailuresCostOneMorePass(t *testing.T, s *storage.Store) {
 	for i := range n {
 		fns[i] = func(tx *storage.Tx) error {
 			runs[i].Add(1)
-			c, err := counter(tx)
-			if err != nil {
-				return err
-			}
-			if err := tx.PutQueue(projectP, &storage.Queue{Name: "counter", Parallelism: c + 1}); err != nil {
-				return err
-			}
-			if err := tx.PutQueue(projectP, &storage.Queue{Name: fmt.Sprintf("q%02d", i)}); err != nil {
+			if err := countAndQueue(tx, i); err != nil {
 				return err
 			}
 			if err := tx.PutDedup(projectP, "shared", &storage.DedupRecord{MessageID: fmt.Sprint(i), ExpiresAt: int64(i)}); err != nil {
