@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// AI steps (flow-control.md "AI steps"): which calls are metered, what they spend, what
-// they cost and whether a run's cap lets the next one start. Pure: bodies in, values out.
+// AI steps (docs/protocol.md, "AI steps and spend controls"): which calls are metered, what
+// they spend, what they cost and whether a run's cap lets the next one start. Pure: bodies in,
+// values out.
 
 // AIPathSuffixes are the URL path endings that make a workflow call an AI step.
 var AIPathSuffixes = []string{"/chat/completions", "/completions", "/responses", "/messages", "/embeddings"}
@@ -205,10 +206,10 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string { return e.Code + ": " + e.Msg }
 
-// CheckCap decides whether an AI step may start under cap (flow-control.md, `cap`): it
-// may not when the run's recorded spend already reached the cap, or when the spend plus
-// what the call may add (its max tokens, priced as output) would cross it. A maxCost
-// whose model has no price is refused rather than ignored (code ai_price_unknown).
+// CheckCap decides whether an AI step may start under cap (docs/protocol.md, "AI steps and
+// spend controls"): it may not when the run's recorded spend already reached the cap, or when
+// the spend plus what the call may add (its max tokens, priced as output) would cross it. A
+// maxCost whose model has no price is refused rather than ignored (code ai_price_unknown).
 func CheckCap(cp *Cap, spent AIUsage, req AIRequest, prices *AIPrices) *BudgetError {
 	if cp == nil {
 		return nil

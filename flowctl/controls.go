@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The workflow-level controls of flow-control.md §B, as declared on a native workflow
+// The workflow-level controls of docs/protocol.md, "Controls", as declared on a native workflow
 // definition. Times are milliseconds, as on the wire.
 
 // Concurrency limits a workflow's deliveries holding a slot at once, per key value.
@@ -86,7 +86,7 @@ type Controls struct {
 	TokenThrottle *TokenThrottle `json:"tokenThrottle,omitempty"`
 }
 
-// Limits of the controls (native-api.md, "Fields of a workflow").
+// Limits of the controls (docs/protocol.md, "Controls").
 const (
 	MaxConcurrencyLimit   = 100_000
 	MaxConcurrencies      = 2
@@ -332,7 +332,8 @@ func (c *Controls) Validate() error {
 	return c.checkCombinations()
 }
 
-// checkCombinations refuses the combinations flow-control.md §B says cannot mean anything.
+// checkCombinations refuses the combinations docs/protocol.md, "Controls" says cannot mean
+// anything.
 func (c *Controls) checkCombinations() error {
 	if c.Batch == nil {
 		return nil

@@ -67,7 +67,7 @@ func (k *Key) Asking() int {
 }
 
 // Effective is the limits in force: a pinned value where pinned, else the highest asked
-// by the deliveries waiting or in flight (flow-control.md, "Mixed configs on one key").
+// by the deliveries waiting or in flight (docs/protocol.md, "Flow control").
 // The period goes with the highest rate.
 func (k *Key) Effective() Limits {
 	var e Limits

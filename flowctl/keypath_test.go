@@ -17,7 +17,7 @@ func TestCheckKeyPath(t *testing.T) {
 	}
 }
 
-// TestResolveKey is the table of flow-control.md §B "Keys".
+// TestResolveKey is the table of docs/protocol.md, "Controls".
 func TestResolveKey(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

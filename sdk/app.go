@@ -11,7 +11,7 @@ import (
 )
 
 // Workflow is a native workflow defined in code: its name, the events that start it,
-// its flow controls (flow-control.md §B; a nil or empty control is off) and the route
+// its flow controls (docs/protocol.md, "Controls"; a nil or empty control is off) and the route
 // that runs it. An App serves every workflow that has a Handler and registers all of
 // them.
 type Workflow struct {

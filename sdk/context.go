@@ -46,7 +46,7 @@ type Context struct {
 	r *http.Request
 }
 
-// recordedStep is a step object of the history (protocol §5.4).
+// recordedStep is a step object of the history (docs/protocol.md, "Steps").
 type recordedStep struct {
 	StepID      int             `json:"stepId"`
 	StepName    string          `json:"stepName"`
@@ -100,7 +100,7 @@ func (c *Context) Payload() []byte { return c.payload }
 func (c *Context) DecodePayload(v any) error { return json.Unmarshal(c.payload, v) }
 
 // FlowControl is the flow-control configuration this delivery was admitted under (the
-// run's, or a step's own), or nil (protocol §12.2).
+// run's, or a step's own), or nil (docs/protocol.md, "Per-step flow control").
 func (c *Context) FlowControl() *FlowControl { return c.flow }
 
 // parseHistory reads the delivered history: the initial payload and the step objects.

@@ -11,7 +11,7 @@ import (
 func TestDeps(t *testing.T) {
 	t.Parallel()
 	// forbiddenDeps are the import path prefixes the SDK must never depend on, with the
-	// reason (DESIGN.md "Who may import whom").
+	// reason (docs/architecture.md, "Import rules and why").
 	forbiddenDeps := map[string]string{
 		"github.com/duraton/duraton/server":   "server side: the SDK must not pull in the HTTP server",
 		"github.com/duraton/duraton/delivery": "server side: the engine",

@@ -112,7 +112,8 @@ func setInt(q url.Values, key string, n int) {
 	}
 }
 
-// addQuery adds a repeated parameter: key=a&key=b (protocol §1).
+// addQuery adds a repeated parameter: key=a&key=b (docs/protocol.md, "Where QStash's behaviour
+// is not obvious").
 func addQuery(q url.Values, key string, values []string) {
 	for _, v := range values {
 		q.Add(key, v)

@@ -8,7 +8,7 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// Native workflows (native-api.md): definitions registered per app with
+// Native workflows (docs/protocol.md, "Native workflows"): definitions registered per app with
 // Client.RegisterApp, started by events sent with Client.SendEvent(s), served by any
 // route of Serve (the event is Context.Event). Times are milliseconds, as on the wire.
 

@@ -6,8 +6,8 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// ReceivedEvent is an event as a native run receives it (native-api.md, "What the
-// endpoint receives"); Time and Decode read it.
+// ReceivedEvent is an event as a native run receives it (docs/protocol.md, "Native workflows").
+// Time and Decode read it.
 type ReceivedEvent = wire.ReceivedEvent
 
 // native parses the run's payload as a native run's; ok is false for a run not started

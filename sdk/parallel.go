@@ -43,7 +43,7 @@ func Go[T any](name string, fn func() (T, error)) *Pending[T] {
 }
 
 // Parallel runs the branches as one parallel group: each executes in a delivery of its
-// own, concurrently, and Parallel returns once all have results (protocol §5.5). It is
+// own, concurrently, and Parallel returns once all have results (docs/protocol.md, "Steps"). It is
 // the Go form of Promise.all over context.run.
 func (c *Context) Parallel(branches ...Branch) error {
 	n := len(branches)

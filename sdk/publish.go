@@ -12,7 +12,8 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// PublishRequest is one message to publish (protocol §3.1). Only URL is required.
+// PublishRequest is one message to publish (docs/protocol.md, "Publishing a message"). Only
+// URL is required.
 type PublishRequest struct {
 	// URL is the destination, an absolute http(s) URL. It goes raw into the request path
 	// (/v2/publish/<url>), query string included, as the official SDKs send it.
@@ -55,8 +56,8 @@ type PublishRequest struct {
 	Queue string
 }
 
-// FlowControl is a flow-control key and its limits (protocol §6). At least one of
-// Parallelism and Rate must be positive.
+// FlowControl is a flow-control key and its limits (docs/protocol.md, "Flow control"). At
+// least one of Parallelism and Rate must be positive.
 type FlowControl struct {
 	// Key groups the deliveries the limits apply to, across URLs and runs.
 	Key string
@@ -80,8 +81,8 @@ func (fc *FlowControl) validate() error {
 }
 
 // value renders the Upstash-Flow-Control-Value header: "parallelism=N, rate=N, period=Ns",
-// each item only when set, the period in whole seconds rounded up (protocol §6). Call
-// validate first.
+// each item only when set, the period in whole seconds rounded up (docs/protocol.md, "Flow
+// control"). Call validate first.
 func (fc *FlowControl) value() string {
 	v := wire.FlowControlValue{Parallelism: fc.Parallelism, Rate: fc.Rate}
 	if fc.Period > 0 {
@@ -177,7 +178,7 @@ func (c *Client) batch(ctx context.Context, entries []batchEntry) ([]PublishResu
 	return out, nil
 }
 
-// publishHeaders renders req as QStash publish headers (protocol §3.1).
+// publishHeaders renders req as QStash publish headers (docs/protocol.md, "Publishing a message").
 func publishHeaders(req *PublishRequest) (http.Header, error) {
 	h := http.Header{}
 	for name, values := range req.Headers {

@@ -15,10 +15,11 @@ import (
 // A workflow delivery carries the run's whole history, so it is generous.
 const DefaultMaxBodyBytes = 32 << 20
 
-// Receiver verifies that a request comes from Duraton (or QStash): its Upstash-Signature
-// must be an HS256 JWT signed with the current or the next signing key, unexpired, whose
-// body claim is the hash of the received body (protocol §7). Trying both keys lets the
-// keys rotate without downtime. The zero value has no keys and rejects everything.
+// Receiver verifies that a request comes from Duraton (or QStash): its Upstash-Signature must
+// be an HS256 JWT signed with the current or the next signing key, unexpired, whose body claim
+// is the hash of the received body (docs/protocol.md, "Verifying a delivery"). Trying both
+// keys lets the keys rotate without downtime. The zero value has no keys and rejects
+// everything.
 type Receiver struct {
 	// CurrentSigningKey is tried first, then NextSigningKey.
 	CurrentSigningKey, NextSigningKey string

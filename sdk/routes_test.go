@@ -10,7 +10,8 @@ import (
 )
 
 // TestClientRoutes checks the method, path and query of every management call against
-// openapi.yaml, repeated ids included (?dlqIds=a&dlqIds=b, protocol §1).
+// openapi.yaml, repeated ids included (?dlqIds=a&dlqIds=b, docs/protocol.md, "Where QStash's
+// behaviour is not obvious").
 func TestClientRoutes(t *testing.T) {
 	t.Parallel()
 	from := time.UnixMilli(1700000000000)

@@ -34,7 +34,7 @@ func nestedHeader(prefix, name string) string {
 	return strings.ToLower(prefix + strings.TrimPrefix(name, "Upstash-"))
 }
 
-// stepHeaders are the headers of a step publish (protocol §5.2), lower-cased as in
+// stepHeaders are the headers of a step publish (docs/protocol.md, "Steps"), lower-cased as in
 // /v2/batch.
 func (c *Context) stepHeaders() map[string]string {
 	return map[string]string{
@@ -115,8 +115,9 @@ type stepOptions struct {
 	retries *int
 }
 
-// WithStepFlowControl gates this step under its own flow-control key, replacing the
-// run's configuration for it (Duraton's per-step override, protocol §12.1).
+// WithStepFlowControl gates this step under its own flow-control key, replacing the run's
+// configuration for it (Duraton's per-step override, docs/protocol.md, "Per-step flow
+// control").
 func WithStepFlowControl(fc FlowControl) StepOption {
 	return func(o *stepOptions) { o.flow = &fc }
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// Workflow trigger constants (protocol §5.1).
+// Workflow trigger constants (docs/protocol.md, "Starting a run").
 const (
 	// RunIDPrefix starts every workflow run id.
 	RunIDPrefix = "wfr_"
@@ -55,8 +55,8 @@ type TriggerRequest struct {
 	// failure function).
 	FailureURL string
 
-	// adopt marks the handler's answer to a run triggered without an SDK: the init of
-	// that run, re-published with upstash-workflow-trigger-by-sdk (protocol §5.16).
+	// adopt marks the handler's answer to a run triggered without an SDK: the init of that run,
+	// re-published with upstash-workflow-trigger-by-sdk (docs/protocol.md, "Starting a run").
 	adopt bool
 }
 

@@ -31,8 +31,9 @@ func notFound(format string, args ...any) error {
 	return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf(format, args...)}
 }
 
-// limitError is a request beyond one of the server's limits. 412 is what the official
-// workflow SDK turns into a non-retryable error (protocol §1).
+// limitError is a request beyond one of the server's limits. 412 is what the official workflow
+// SDK turns into a non-retryable error (docs/protocol.md, "Where QStash's behaviour is not
+// obvious").
 func limitError(format string, args ...any) error {
 	return &apiError{status: http.StatusPreconditionFailed, msg: fmt.Sprintf(format, args...)}
 }
@@ -60,7 +61,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		case errors.Is(err, delivery.ErrQueueNotFound):
 			status, msg = http.StatusNotFound, err.Error()
 		case errors.Is(err, delivery.ErrRunEnded), errors.Is(err, delivery.ErrRunNotFound) && submitsStep(c):
-			// 400 tells the workflow SDK the run is over: it stops quietly (protocol §1).
+			// 400 tells the workflow SDK the run is over: it stops quietly (docs/protocol.md, "Where
+			// QStash's behaviour is not obvious").
 			status, msg = http.StatusBadRequest, err.Error()
 		case errors.Is(err, delivery.ErrRunNotFound):
 			status, msg = http.StatusNotFound, err.Error()

@@ -15,7 +15,7 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// flowControlHandlers serve flow-control management (protocol §2.5).
+// flowControlHandlers serve flow-control management (docs/protocol.md, "Flow control").
 type flowControlHandlers struct {
 	engine interface {
 		FlowKeys(project, search string) []delivery.FlowInfo

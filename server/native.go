@@ -13,7 +13,8 @@ import (
 	"github.com/duraton/duraton/flowctl"
 )
 
-// Native is what the native API routes (native-api.md) need of the native unit.
+// Native is what the native API routes (docs/protocol.md, "Native workflows") need of the
+// native unit.
 type Native interface {
 	ParseApp(app string, body []byte) ([]native.Workflow, error)
 	PutApp(ctx context.Context, project, app string, defs []native.Workflow) (*native.AppView, error)

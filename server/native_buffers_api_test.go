@@ -14,8 +14,8 @@ import (
 	"github.com/duraton/duraton/delivery/deliverytest"
 )
 
-// runPayload is a native run's initial payload (native-api.md, "What the endpoint
-// receives"), reduced to what the tests compare.
+// runPayload is a native run's initial payload (docs/protocol.md, "Native workflows"),
+// reduced to what the tests compare.
 type runPayload struct {
 	ID     string          `json:"id"`
 	Data   json.RawMessage `json:"data"`

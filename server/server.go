@@ -83,13 +83,13 @@ type Config struct {
 	// Console serves the browser console under /console (package server/console).
 	// Default: those paths answer 404.
 	Console http.Handler
-	// Native serves the native API at the root paths (apps, workflows, events;
-	// native-api.md) with the project's token. Default: those routes answer 404.
+	// Native serves the native API at the root paths (apps, workflows, events; docs/protocol.md,
+	// "Native workflows") with the project's token. Default: those routes answer 404.
 	Native Native
-	// TokenlessProject, when set, is the project of native-API requests (the root paths:
-	// apps, workflows, events, runs, flow-state) that carry no Authorization header, so
-	// `curl "$DURATON_URL/flow-state"` works in `duraton dev` (native-api.md). A request
-	// with a token is still checked. Only dev mode sets it; default empty: every request
+	// TokenlessProject, when set, is the project of native-API requests (the root paths: apps,
+	// workflows, events, runs, flow-state) that carry no Authorization header, so `curl
+	// "$DURATON_URL/flow-state"` works in `duraton dev` (docs/protocol.md, "Native workflows"). A
+	// request with a token is still checked. Only dev mode sets it; default empty: every request
 	// needs a token.
 	TokenlessProject string
 	// LocalHostsOnly (dev mode) refuses (403) every request whose Host is not this

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// createWebhookStep is the step object @upstash/workflow publishes for
-// context.createWebhook (protocol §5.11): out is a JSON string the SDK built itself.
+// createWebhookStep is the step object @upstash/workflow publishes for context.createWebhook
+// (docs/protocol.md, "Waits, notify and webhooks"): out is a JSON string the SDK built itself.
 func createWebhookStep(t *testing.T, baseURL, userID, runID, eventID string, stepID int) string {
 	t.Helper()
 	out, err := json.Marshal(map[string]string{

@@ -1,6 +1,6 @@
 package server
 
-// Real-HTTP tests of the workflow routes (protocol §2.2–§2.4, §5): every answer is
+// Real-HTTP tests of the workflow routes (docs/protocol.md, "Workflow runs"): every answer is
 // validated against ../openapi.yaml by the harness of apitest_test.go.
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// Workflow publish headers (protocol §3.2) beyond wire's: the run of a callback.
+// Workflow publish headers (docs/protocol.md, "Steps") beyond wire's: the run of a callback.
 const (
 	hCallbackRunID = wire.PrefixCallback + "Workflow-Runid"
 	hFailureRunID  = wire.PrefixFailureCallback + "Workflow-Runid"
@@ -40,7 +40,7 @@ func validRunID(id string) error {
 	return nil
 }
 
-// invokeEnvelope is the body of a context.invoke publish (protocol §5.10).
+// invokeEnvelope is the body of a context.invoke publish (docs/protocol.md, "Steps").
 type invokeEnvelope struct {
 	Body                 string              `json:"body"`
 	Headers              map[string][]string `json:"headers"`

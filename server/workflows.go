@@ -136,7 +136,8 @@ func (h *workflowHandlers) cancelMany(c echo.Context) error {
 	return c.JSON(http.StatusOK, wire.CancelResult{Cancelled: n})
 }
 
-// waitRequest is the body of POST /v2/wait/{eventId} (protocol §5.11).
+// waitRequest is the body of POST /v2/wait/{eventId} (docs/protocol.md, "Waits, notify and
+// webhooks").
 type waitRequest struct {
 	URL            string              `json:"url"`
 	Timeout        json.RawMessage     `json:"timeout"`
@@ -346,7 +347,8 @@ func (h *workflowHandlers) hook(c echo.Context) error {
 	if body == nil {
 		body = []byte{} // "" not null
 	}
-	// What a webhook call resolves a WaitForWebhook with (protocol §5.11).
+	// What a webhook call resolves a WaitForWebhook with (docs/protocol.md, "Waits, notify and
+	// webhooks").
 	event := wire.MustCompactJSON(wire.WebhookCall{
 		Method: r.Method, Header: r.Header, Body: body,
 		Proto: proto, Host: r.Host, URL: r.URL.RequestURI(),
@@ -369,8 +371,8 @@ type triggerResponse struct {
 	WorkflowCreatedAt int64 `json:"workflowCreatedAt"`
 }
 
-// trigger starts a run for a caller without an SDK (protocol §5.16): the endpoint's SDK
-// gets the history with Upstash-Workflow-Unknown-Sdk and re-triggers itself.
+// trigger starts a run for a caller without an SDK (docs/protocol.md, "Starting a run"): the
+// endpoint's SDK gets the history with Upstash-Workflow-Unknown-Sdk and re-triggers itself.
 func (h *workflowHandlers) trigger(c echo.Context) error {
 	dest := rawDestination(c.Request(), "/v2/trigger/")
 	body, err := readBody(c, max(h.cfg.MaxWorkflowBodyBytes, h.cfg.MaxBodyBytes))

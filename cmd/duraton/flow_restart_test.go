@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Flow control across a crash (flow-control.md, "Durability of flow state"): rate starts are
+// Flow control across a crash (docs/guarantees.md, "Delivery semantics"): rate starts are
 // made durable before the request leaves, so a SIGKILL + restart cannot turn a rate-limited
 // key into a burst; in-flight deliveries go back to their waitlist and are sent again.
 

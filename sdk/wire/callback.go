@@ -2,10 +2,10 @@ package wire
 
 import "net/http"
 
-// CallbackPayload is the JSON body of callbacks (protocol §4.4) and failure callbacks
-// (§4.5): the server builds it from an attempt's outcome, the SDK reads it in a call's
-// callback and in the failure function. Header maps use Go-canonical names and array
-// values; bodies are standard base64.
+// CallbackPayload is the JSON body of callbacks (docs/protocol.md, "Callbacks and failure
+// callbacks") and failure callbacks (§4.5): the server builds it from an attempt's outcome,
+// the SDK reads it in a call's callback and in the failure function. Header maps use
+// Go-canonical names and array values; bodies are standard base64.
 type CallbackPayload struct {
 	Status          int         `json:"status"`
 	Header          http.Header `json:"header"`

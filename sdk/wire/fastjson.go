@@ -21,7 +21,7 @@ func DecodeBatch(raw []byte) ([]BatchEntry, error) {
 	return entries, err
 }
 
-// DecodeHistory decodes a workflow delivery's history (protocol §5.3), as Duraton
+// DecodeHistory decodes a workflow delivery's history (docs/protocol.md, "Steps"), as Duraton
 // writes it — objects with the keys messageId, body (base64) and callType — on a fast
 // path without reflection, anything else through encoding/json, with its results and
 // errors.

@@ -10,11 +10,11 @@ import (
 )
 
 // FlowControlValue is the value of Upstash-Flow-Control-Value: "parallelism=N, rate=N,
-// period=Ns" (protocol §6). Zero means the part is not given. This is the one parser and
-// renderer of the format: the server reads publish headers with it and renders the
-// delivered header with it, the SDK renders its publishes and reads its deliveries with
-// it. Limits (the largest parallelism, the period range) are the server's business
-// (flowctl), not the format's.
+// period=Ns" (docs/protocol.md, "Flow control"). Zero means the part is not given. This is the
+// one parser and renderer of the format: the server reads publish headers with it and renders
+// the delivered header with it, the SDK renders its publishes and reads its deliveries with
+// it. Limits (the largest parallelism, the period range) are the server's business (flowctl),
+// not the format's.
 type FlowControlValue struct {
 	Parallelism int
 	Rate        int

@@ -2,8 +2,9 @@ package wire
 
 import "net/http"
 
-// Header names of the QStash v2 protocol (upstash-protocol.md §3 and §4). Go's canonical
-// MIME form is used; lookups through http.Header are case-insensitive anyway.
+// Header names of the QStash v2 protocol (docs/protocol.md, "Requests to Duraton" and
+// "Deliveries"). Go's canonical MIME form is used; lookups through http.Header are
+// case-insensitive anyway.
 const (
 	// Publish-time headers (client → server).
 	HeaderMethod             = "Upstash-Method"
@@ -57,7 +58,7 @@ const (
 	// count (Duraton's own header; the server refuses requests at its hop limit).
 	HeaderHops = "Duraton-Hops"
 	// HeaderDuratonWorkflow and HeaderDuratonApp name the native workflow (and its app)
-	// on every delivery of a run started by an event (native-api.md).
+	// on every delivery of a run started by an event (docs/protocol.md, "Native workflows").
 	HeaderDuratonWorkflow = "Duraton-Workflow"
 	HeaderDuratonApp      = "Duraton-App"
 	// HeaderNotifyPartial ("true") on the answer of POST /v2/notify/{eventId} says that
@@ -87,7 +88,7 @@ const (
 	// answers so when a run's last step and its end fall in one delivery.
 	HeaderInlineSteps = "Duraton-Inline-Steps"
 
-	// Workflow delivery headers (server → endpoint, protocol §5).
+	// Workflow delivery headers (server → endpoint, docs/protocol.md, "Workflow runs").
 	// HeaderWorkflowUnknownSdk marks the first delivery of a run triggered without an SDK
 	// (POST /v2/trigger); the endpoint's SDK answers by re-publishing the run's init with
 	// HeaderWorkflowTriggerBySDK, and the run goes on from that message.
@@ -115,9 +116,9 @@ const (
 	// FeatureDetectTrigger (in Upstash-Feature-Set) makes a first delivery answered
 	// without Upstash-Workflow-Sdk-Version fail the run.
 	FeatureDetectTrigger = "WF_DetectTrigger"
-	// FeatureSet is what the SDKs announce on workflow messages (protocol §3.2).
+	// FeatureSet is what the SDKs announce on workflow messages (docs/protocol.md, "Steps").
 	FeatureSet = "LazyFetch,InitialBody," + FeatureDetectTrigger + ",WF_TriggerOnConfig"
-	// Call types of Upstash-Workflow-Calltype (protocol §5.2); storage persists the same
+	// Call types of Upstash-Workflow-Calltype (docs/protocol.md, "Steps"); storage persists the same
 	// names.
 	CallTypeStep         = "step"
 	CallTypeToCallback   = "toCallback"
@@ -127,7 +128,7 @@ const (
 
 // IsHopByHop reports whether a header must never be forwarded to a destination: it
 // describes the connection or the framing of the original request, not the message
-// (protocol §4.1). name may be in any case.
+// (docs/protocol.md, "Deliveries"). name may be in any case.
 func IsHopByHop(name string) bool {
 	switch http.CanonicalHeaderKey(name) {
 	case "Host", "Content-Length", "Connection", "Transfer-Encoding", "Keep-Alive", "Upgrade",

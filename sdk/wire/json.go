@@ -8,7 +8,7 @@ import (
 
 // CompactJSON encodes v as JSON.stringify does: compact, without HTML escaping and
 // without a trailing newline, so bodies re-serialised by JavaScript frameworks still
-// match their signature (protocol §7).
+// match their signature (docs/protocol.md, "Verifying a delivery").
 func CompactJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -50,7 +50,7 @@ func TestStepLogAccessors(t *testing.T) {
 }
 
 // TestDeps keeps wire importable by any client: only the standard library and golang-jwt
-// (DESIGN.md "Who may import whom").
+// (docs/architecture.md, "Import rules and why").
 func TestDeps(t *testing.T) {
 	t.Parallel()
 	goTool, err := exec.LookPath("go")

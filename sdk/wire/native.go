@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// The JSON of Duraton's native API (native-api.md): app registration, workflow
-// definitions with their flat controls, events and their per-workflow outcomes, and the
-// payload a native run's first delivery carries. Times are milliseconds.
+// The JSON of Duraton's native API (docs/protocol.md, "Native workflows"): app registration,
+// workflow definitions with their flat controls, events and their per-workflow outcomes, and
+// the payload a native run's first delivery carries. Times are milliseconds.
 
-// Controls are a workflow's flow controls (flow-control.md §B); a nil control is off.
+// Controls are a workflow's flow controls (docs/protocol.md, "Controls"); a nil control is off.
 type Controls struct {
 	Concurrency   []Concurrency  `json:"concurrency,omitempty"`
 	Throttle      *Rate          `json:"throttle,omitempty"`
@@ -176,8 +176,7 @@ type EventRun struct {
 // Started reports whether the event started a run of the workflow.
 func (r EventRun) Started() bool { return r.RunID != "" }
 
-// ReceivedEvent is an event as a native run receives it (native-api.md, "What the
-// endpoint receives").
+// ReceivedEvent is an event as a native run receives it (docs/protocol.md, "Native workflows").
 type ReceivedEvent struct {
 	ID   string          `json:"id"`
 	Name string          `json:"name"`

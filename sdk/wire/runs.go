@@ -5,9 +5,9 @@ import (
 	"net/http"
 )
 
-// The JSON of workflow runs (protocol §5): the history delivered to an endpoint, run
-// logs, workflow dead letters, waiters and notify results. Times are unix milliseconds
-// unless said otherwise.
+// The JSON of workflow runs (docs/protocol.md, "Workflow runs"): the history delivered to an
+// endpoint, run logs, workflow dead letters, waiters and notify results. Times are unix
+// milliseconds unless said otherwise.
 
 // Workflow run states (RunLog.State).
 const (
@@ -18,7 +18,7 @@ const (
 )
 
 // HistoryEntry is one element of a run's history, as delivered to the endpoint and as
-// GET /v2/workflows/runs/{id} answers it (protocol §5.3). Body encodes as standard,
+// GET /v2/workflows/runs/{id} answers it (docs/protocol.md, "Steps"). Body encodes as standard,
 // padded base64; the server sends "" rather than null for an empty body, which the
 // official SDK decodes with atob.
 type HistoryEntry struct {
@@ -188,8 +188,9 @@ type NotifyResult struct {
 	RunCreatedAt int64 `json:"workflowCreatedAt,omitempty"`
 }
 
-// WebhookCall is the request that called a workflow webhook, as the event data that
-// resolves the run's wait for it (protocol §5.11). Body encodes as standard base64.
+// WebhookCall is the request that called a workflow webhook, as the event data that resolves
+// the run's wait for it (docs/protocol.md, "Waits, notify and webhooks"). Body encodes as
+// standard base64.
 type WebhookCall struct {
 	Method string      `json:"method"`
 	Header http.Header `json:"header"`

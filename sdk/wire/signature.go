@@ -17,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Signature parameters (protocol §7, RELIABILITY.md §3.1).
+// Signature parameters (docs/protocol.md, "Verifying a delivery").
 const (
 	// Issuer is the iss claim of every Upstash-Signature token.
 	Issuer = "Upstash"
@@ -61,8 +61,8 @@ const (
 	ErrNoSigningKey SignatureError = "wire: no signing key configured"
 )
 
-// Claims of an Upstash-Signature JWT (protocol §7). Zero-valued fields are omitted
-// from the encoded token.
+// Claims of an Upstash-Signature JWT (docs/protocol.md, "Verifying a delivery"). Zero-valued
+// fields are omitted from the encoded token.
 type Claims struct {
 	Issuer    string `json:"iss,omitempty"`
 	Subject   string `json:"sub,omitempty"`  // destination URL of the delivery
@@ -241,8 +241,8 @@ func appendJSONString[S ~string | ~[]byte](buf []byte, s S) ([]byte, error) {
 }
 
 // Verifier checks Upstash-Signature tokens. It is stricter than the QStash JS Receiver
-// (RELIABILITY.md §3.1): HS256 only, exp required, iat checked, no key-URL headers.
-// The zero value has no keys and rejects everything.
+// (docs/protocol.md, "Verifying a delivery"): HS256 only, exp required, iat checked, no
+// key-URL headers. The zero value has no keys and rejects everything.
 type Verifier struct {
 	// CurrentKey is tried first, then NextKey. Empty keys are skipped.
 	CurrentKey, NextKey string
