@@ -5,12 +5,12 @@ import (
 	"errors"
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/storage"
 )
 
 // tokenThrottle (flow-control.md §B): a run's start passes its scope's token bucket in
-// the scheduler (sched/tokengate.go); here the engine keeps the bucket durable and in
+// the scheduler (internal/sched/tokengate.go); here the engine keeps the bucket durable and in
 // step with what the run's AI steps spend. Every change is a TAT shift, made in the
 // transaction that causes it and then applied to the scheduler's copy (effects.tokens):
 //   - the start's reservation (the scope's average tokens per run), before the request

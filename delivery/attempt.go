@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"

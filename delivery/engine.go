@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/delivery/netguard"
-	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/duraton/duraton/delivery/h1"
+	"github.com/duraton/duraton/delivery/internal/h1"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"

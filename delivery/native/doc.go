@@ -12,7 +12,7 @@
 // gates.go (idempotency, rateLimit), buffers.go and flusher.go (debounce, batch and their
 // durable deadlines; singleton at run creation), runs.go and flowstate.go (the run
 // routes, /runs/stats, /flow-state). The controls of a run's deliveries are enforced by
-// the engine's scheduler (delivery/sched), which admits a delivery over all of them at
+// the engine's scheduler (delivery/internal/sched), which admits a delivery over all of them at
 // once: each concurrency scope is a flow-control key (the first the run's waitlist, a
 // second a further key whose slot is admitted with it), priority shifts the run's place
 // in its waitlist and its key's place in the rings, and throttle is a start gate on the

@@ -290,7 +290,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 	}
 	if tt := d.FlowControl.TokenThrottle; tt != nil {
 		// The run's first delivery waits while the scope's AI token bucket is empty
-		// (delivery/sched/tokengate.go); its AI steps are debited from the bucket.
+		// (delivery/internal/sched/tokengate.go); its AI steps are debited from the bucket.
 		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
 		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs}
 		if m.FlowControl == nil {
