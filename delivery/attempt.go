@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/aimeter"
 	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
@@ -88,7 +89,7 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start,
 		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
 	}
 	var stopped *Outcome
-	ai := isAICall(m)
+	ai := aimeter.IsCall(m)
 	if ai {
 		if stopped, err = e.capOutcome(m); err != nil { // ai.go
 			e.log.Error("read run for its ai cap", "run_id", m.RunID, "project", m.Project, "err", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/aimeter"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
@@ -90,7 +91,7 @@ func (w *runs) publishStepTx(tx *storage.Tx, template *Message, body []byte, now
 func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, now time.Time) (effects, error) {
 	fx := effects{ended: []string{state}}
 	run.State, run.EndedAt = state, now.UnixMilli()
-	if adj, err := endTokensTx(tx, project, run, now); err != nil { // ai_tokens.go
+	if adj, err := aimeter.EndTx(tx, project, run, now); err != nil {
 		return fx, err
 	} else if adj != nil {
 		fx.tokens = append(fx.tokens, *adj)
