@@ -11,7 +11,8 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// FlowInfo is the state of one flow-control key (protocol §2.5 FlowControlInfo).
+// FlowInfo is the state of one flow-control key (the QStash API's FlowControlInfo, GET
+// /v2/flowControl/{key}).
 type FlowInfo = sched.FlowInfo
 
 // loadSchedulerState gives the scheduler what it must know before the first dispatch:

@@ -310,7 +310,8 @@ func initialPayload(tx *storage.Tx, project, runID string) ([]byte, error) {
 
 // bindCallback implements runHooks: a callback message created after an attempt of a
 // workflow message gets a fromCallback entry in the history, the run's headers and
-// configuration; a failure callback gets the run's fields in its body (§4.5).
+// configuration; a failure callback gets the run's fields in its body (docs/protocol.md,
+// "Callbacks and failure callbacks").
 func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID string, now time.Time) (bool, error) {
 	run, err := tx.Run(cb.Project, cb.RunID)
 	if errors.Is(err, storage.ErrNotFound) {

@@ -221,8 +221,9 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
 }
 
-// payload is a run's initial payload (native-api.md, "What the endpoint receives"): the
-// first event at the top level and every event in events (receive order).
+// payload is a run's initial payload (docs/protocol.md, "Controls": the run's first
+// delivery carries it): the first event at the top level and every event in events
+// (receive order).
 type payload struct {
 	payloadEvent
 	Events []payloadEvent `json:"events"`

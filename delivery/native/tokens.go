@@ -10,9 +10,10 @@ import (
 // gateTokens names a workflow's tokenThrottle buckets (delivery/ai_tokens.go keeps them).
 const gateTokens = "tokenThrottle"
 
-// TokenThrottleState is one tokenThrottle bucket (native-api.md, "Flow state"): its
-// capacity, its level now (negative: in debt) and when the scope's next run may start.
-// Key is the resolved key value ("" for the whole-workflow scope).
+// TokenThrottleState is one tokenThrottle bucket (GET /flow-state: docs/protocol.md, "AI
+// steps and spend controls"): its capacity, its level now (negative: in debt) and when
+// the scope's next run may start. Key is the resolved key value ("" for the
+// whole-workflow scope).
 type TokenThrottleState struct {
 	App         string  `json:"app"`
 	Workflow    string  `json:"workflow"`
