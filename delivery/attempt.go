@@ -75,7 +75,7 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start,
 	}
 	if st.TokenKey != "" {
 		// The start's tokenThrottle reservation, durable before the request leaves
-		// (ai_tokens.go); the delivery's retries are not starts.
+		// (internal/aimeter/tokens.go); the delivery's retries are not starts.
 		if err := e.bookTokens(ctx, m, st.TokenKey, st.TokenReserve); err != nil {
 			e.log.Error("record token reservation", "project", entry.Project, "message_id", entry.MessageID, "err", err)
 			e.disp.retry(st, storageRetryDelay, false)

@@ -29,7 +29,7 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 		starts   map[string][]int64
 		settings map[string]storage.FlowKeySettings
 		gates    map[string]flowctl.GCRA
-		tokenAvg map[string]int64 // tokenThrottle scopes' averages (ai_tokens.go)
+		tokenAvg map[string]int64 // tokenThrottle scopes' averages (internal/aimeter/tokens.go)
 	}
 	states := make([]projectState, len(projects))
 	if err := e.store.View(func(tx *storage.Tx) error {

@@ -18,7 +18,7 @@
 // run's place in its waitlist and its key's place in the rings, and throttle is a start
 // gate on the run's first delivery, booked only when that delivery is admitted.
 // tokenThrottle is a second start gate (a token bucket, tokens.go and
-// delivery/ai_tokens.go); cap is checked by the engine before each AI step
+// delivery/internal/aimeter); cap is checked by the engine before each AI step
 // (delivery/ai.go).
 //
 // It imports delivery (the engine and its transaction seam), storage (records),

@@ -7,7 +7,7 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// gateTokens names a workflow's tokenThrottle buckets (delivery/ai_tokens.go keeps them).
+// gateTokens names a workflow's tokenThrottle buckets (delivery/internal/aimeter keeps them).
 const gateTokens = "tokenThrottle"
 
 // TokenThrottleState is one tokenThrottle bucket (GET /flow-state: docs/protocol.md, "AI
