@@ -1,24 +1,29 @@
 package delivery
 
 import (
+	"context"
 	"errors"
-	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/aimeter"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/flowctl"
-	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
 
-// AI steps (flow-control.md "AI steps"): a workflow call Duraton executes against an
-// OpenAI- or Anthropic-compatible API is metered (its usage recorded on the step and the
-// run) and capped (the run's cap is checked before the call leaves).
+// AI steps (docs/protocol.md, "AI steps and spend controls"): a workflow call Duraton
+// executes against an OpenAI- or Anthropic-compatible API is metered (its usage recorded
+// on the step and the run) and capped (the run's cap is checked before the call leaves).
+// The metering, the cap and the tokenThrottle buckets are delivery/internal/aimeter's;
+// here the engine reads and writes them in its transactions and tells its scheduler.
 
 // StatusBudgetExceeded is the status of the synthetic failure a budget-stopped AI step
 // reports to the run's failure function (402 Payment Required).
-const StatusBudgetExceeded = http.StatusPaymentRequired
+const StatusBudgetExceeded = aimeter.StatusBudgetExceeded
+
+// BudgetFailureBody is the JSON body of a budget failure (status 402), as the failure
+// function receives it (aimeter.FailureBody).
+type BudgetFailureBody = aimeter.FailureBody
 
 // budgetStop marks an outcome made up by the cap check: the call never left.
 type budgetStop struct {
@@ -26,39 +31,13 @@ type budgetStop struct {
 	failure *storage.CallbackSpec
 }
 
-// BudgetFailureBody is the JSON body of a budget failure (status 402), as the failure
-// function receives it: error names the cause (message repeats it, for the workflow
-// SDK's failResponse), code is stable ("budget_exceeded" or "ai_price_unknown"),
-// spent/projected/cap say why.
-type BudgetFailureBody struct {
-	Error     string          `json:"error"`
-	Message   string          `json:"message"`
-	Code      string          `json:"code"`
-	Spent     flowctl.AIUsage `json:"spent"`
-	Projected flowctl.AIUsage `json:"projected"`
-	Cap       flowctl.Cap     `json:"cap"`
-}
-
 // AIPrices is the price table in force (nil: none).
 func (e *Engine) AIPrices() *flowctl.AIPrices { return e.cfg.AIPrices }
-
-// isAICall reports whether m is a workflow call that is an AI step: marked by the SDK
-// (Duraton-Ai) or sent to a known AI route.
-func isAICall(m *Message) bool {
-	if m.RunID == "" || m.CallType != CallToCallback {
-		return false
-	}
-	if m.AICall {
-		return true
-	}
-	u, err := url.Parse(m.URL)
-	return err == nil && flowctl.IsAIPath(u.Path)
-}
 
 // markAICall is applied when a call step is recorded: an AI call is flagged (metered
 // and capped). Its credential headers are hidden like any call's (redact.go).
 func markAICall(m *Message) {
-	if isAICall(m) {
+	if aimeter.IsCall(m) {
 		m.AICall = true
 	}
 }
@@ -75,74 +54,44 @@ func (e *Engine) capOutcome(m *Message) (*Outcome, error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil // the run is gone: the attempt's record finds out
 	}
-	if err != nil || run.AICap == nil || !run.Live() {
+	if err != nil {
 		return nil, err
 	}
-	var spent flowctl.AIUsage
-	if run.AIUsage != nil {
-		spent = *run.AIUsage
-	}
-	berr := flowctl.CheckCap(run.AICap, spent, flowctl.ParseAIRequest(m.Body), e.cfg.AIPrices)
-	if berr == nil {
+	resp, code, stopped := aimeter.Stop(run, m, e.cfg.AIPrices)
+	if !stopped {
 		return nil, nil
 	}
-	e.log.Info("ai step stopped by the run's cap", "project", m.Project, "run_id", m.RunID, "message_id", m.ID, "code", berr.Code)
-	body := BudgetFailureBody{Error: berr.Error(), Message: berr.Error(), Code: berr.Code, Spent: berr.Spent, Projected: berr.Projected, Cap: berr.Cap}
+	e.log.Info("ai step stopped by the run's cap", "project", m.Project, "run_id", m.RunID, "message_id", m.ID, "code", code)
 	return &Outcome{
-		Verdict: Final, Fault: FaultBudget,
-		Response: storage.Response{
-			Status: StatusBudgetExceeded, Header: map[string][]string{"Content-Type": {"application/json"}},
-			Body: wire.MustCompactJSON(body), Error: berr.Error(),
-		},
+		Verdict: Final, Fault: FaultBudget, Response: resp,
 		budget: &budgetStop{failure: run.FailureCallback},
 	}, nil
 }
 
-// meterAI reads the usage of an AI call's answer and prices it: the provider's
-// usage.cost wins, else the price table (by the request's model, then the answer's);
-// a model without a price costs 0. An answer without usage is not metered.
+// meterAI records the metered usage of an AI call's delivered answer on out.
 func (e *Engine) meterAI(m *Message, out *Outcome) {
 	if out.Verdict != Delivered {
 		return
 	}
-	u, reported, ok := flowctl.ParseAIUsage(out.Response.Body)
-	if !ok {
-		return
+	if u := aimeter.Meter(m, out.Response.Body, e.cfg.AIPrices); u != nil {
+		out.AI = u
 	}
-	if req := flowctl.ParseAIRequest(m.Body); req.Model != "" {
-		if _, priced := e.cfg.AIPrices.Price(req.Model); priced || u.Model == "" {
-			u.Model = req.Model
-		}
-	}
-	if !reported {
-		u.Cost, _ = e.cfg.AIPrices.Cost(u.Model, u.InputTokens, u.OutputTokens)
-	}
-	if m.Callback != nil {
-		u.StepID, _ = strconv.Atoi(http.Header(m.Callback.Header).Get(wire.HeaderWorkflowStepID))
-	}
-	out.AI = &u
 }
 
-// addRunUsageTx adds an AI step's usage to its run's spend and debits it from the run's
-// tokenThrottle bucket. It must run before anything else of the transaction rewrites the
-// run (the run record carries the history cursor).
-func addRunUsageTx(tx *storage.Tx, project, runID string, u flowctl.AIUsage, now time.Time) (*tokenAdj, error) {
-	run, err := tx.Run(project, runID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil // swept meanwhile
+// bookTokens makes a start's tokenThrottle reservation durable (aimeter.BookTx).
+func (e *Engine) bookTokens(ctx context.Context, m *Message, key string, reserve int64) error {
+	now := e.now()
+	_, err := update(ctx, e.store, func(tx *storage.Tx) (struct{}, error) {
+		return struct{}{}, aimeter.BookTx(tx, m.Project, m.RunID, key, reserve, now)
+	})
+	return err
+}
+
+// applyTokens applies bucket changes to the scheduler; a credit may start waiting runs.
+func applyTokens(s *sched.Scheduler, adjs []aimeter.Adj, now time.Time) []sched.Start {
+	var starts []sched.Start
+	for _, a := range adjs {
+		s.AdjustTokens(a.Project, a.Key, a.Shift, a.Avg, now, &starts)
 	}
-	if err != nil {
-		return nil, err
-	}
-	adj, err := debitTokensTx(tx, project, run, u.Tokens, now) // ai_tokens.go
-	if err != nil {
-		return nil, err
-	}
-	total := flowctl.AIUsage{}
-	if run.AIUsage != nil {
-		total = *run.AIUsage
-	}
-	total.Add(u)
-	run.AIUsage = &total
-	return adj, tx.PutRun(project, run)
+	return starts
 }

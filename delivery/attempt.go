@@ -5,7 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/aimeter"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
@@ -74,7 +75,7 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start,
 	}
 	if st.TokenKey != "" {
 		// The start's tokenThrottle reservation, durable before the request leaves
-		// (ai_tokens.go); the delivery's retries are not starts.
+		// (internal/aimeter/tokens.go); the delivery's retries are not starts.
 		if err := e.bookTokens(ctx, m, st.TokenKey, st.TokenReserve); err != nil {
 			e.log.Error("record token reservation", "project", entry.Project, "message_id", entry.MessageID, "err", err)
 			e.disp.retry(st, storageRetryDelay, false)
@@ -88,7 +89,7 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start,
 		h(entry.Project, entry.FlowKey, e.now().Sub(st.WokenAt))
 	}
 	var stopped *Outcome
-	ai := isAICall(m)
+	ai := aimeter.IsCall(m)
 	if ai {
 		if stopped, err = e.capOutcome(m); err != nil { // ai.go
 			e.log.Error("read run for its ai cap", "run_id", m.RunID, "project", m.Project, "err", err)

@@ -1,6 +1,6 @@
 package delivery
 
-import "github.com/duraton/duraton/delivery/sched"
+import "github.com/duraton/duraton/delivery/internal/sched"
 
 // carriedBytes is the scheduler's carried-body budget in use.
 func carriedBytes(e *Engine) int64 {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -114,7 +114,7 @@ func (d *dispatcher) apply(fx effects) {
 	}
 	d.with(func(s *sched.Scheduler) []sched.Start {
 		now := d.now()
-		starts := applyTokens(s, fx.tokens, now) // ai_tokens.go
+		starts := applyTokens(s, fx.tokens, now) // ai.go
 		for _, e := range fx.forget {
 			s.Forget(e, now)
 		}

@@ -10,11 +10,16 @@
 //     early.go (the outcome of a run's only delivery in flight, stored with the step it
 //     publishes), manage.go (cancel, DLQ, queues, retention sweep);
 //   - the dispatcher (dispatch.go): a thin loop around the pure scheduler of package
-//     sched (ready list, paging, queue gates, flow-control waitlists, rings, timers),
-//     which reads storage outside its lock and launches the starts the scheduler makes;
+//     internal/sched (ready list, paging, queue gates, flow-control waitlists, rings,
+//     timers), which reads storage outside its lock and launches the starts the
+//     scheduler makes;
 //   - workflow runs (runs.go, workflow*.go, waiters.go, webhooks.go): run creation and
 //     history, steps, waits and notifies, ends and parent resumption. The message engine
-//     reaches them only through the runHooks interface, inside its own transactions.
+//     reaches them only through the runHooks interface, inside its own transactions;
+//   - AI metering (ai.go over package internal/aimeter): an AI step's usage and price,
+//     the run's cap checked before the call leaves, the tokenThrottle buckets;
+//   - reads for the console and the native API (console_reads.go, native_reads.go) and
+//     management (manage.go, flow_manage.go, workflow_manage.go).
 //
 // Writes go through update (tx.go): a transaction function may run more than once under
 // group commit, so it returns what it made (and the effects for the scheduler: due
@@ -22,8 +27,10 @@
 // enforces that nothing else in the package calls Store.Update.
 //
 // It imports storage (records and transactions), flowctl (configuration types), sdk/wire
-// (the protocol) and its sub-packages sched, retrydelay and netguard. It never imports
-// server.
+// (the protocol) and its sub-packages internal/sched, internal/aimeter, internal/h1 (the
+// HTTP/1.1 client of plain http:// deliveries), retrydelay and netguard. It never imports
+// server. What is not API lives under internal/; the rest of its sub-packages (native,
+// schedule, urlgroup, netguard, retrydelay, deliverytest) are imported by server and cmd.
 //
 // Delivery is at least once. The due index in storage is the durable outbox: an entry is
 // removed only by the transaction that records its attempt's outcome, so a crash at any

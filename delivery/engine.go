@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/delivery/netguard"
-	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )
@@ -281,7 +281,8 @@ func New(cfg Config, store Store) (*Engine, error) {
 		log:   cfg.Logger.With("component", "delivery"),
 		client: &http.Client{
 			Transport: transport,
-			// Redirects are not followed: a 3xx is a failed attempt (RELIABILITY.md §3.2).
+			// Redirects are not followed: a 3xx is a failed attempt (docs/guarantees.md,
+			// "Delivery semantics").
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 	}

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/storage"
 )
 
-// FlowInfo is the state of one flow-control key (protocol §2.5 FlowControlInfo).
+// FlowInfo is the state of one flow-control key (the QStash API's FlowControlInfo, GET
+// /v2/flowControl/{key}).
 type FlowInfo = sched.FlowInfo
 
 // loadSchedulerState gives the scheduler what it must know before the first dispatch:
@@ -28,7 +29,7 @@ func (e *Engine) loadSchedulerState(ctx context.Context) error {
 		starts   map[string][]int64
 		settings map[string]storage.FlowKeySettings
 		gates    map[string]flowctl.GCRA
-		tokenAvg map[string]int64 // tokenThrottle scopes' averages (ai_tokens.go)
+		tokenAvg map[string]int64 // tokenThrottle scopes' averages (internal/aimeter/tokens.go)
 	}
 	states := make([]projectState, len(projects))
 	if err := e.store.View(func(tx *storage.Tx) error {

@@ -223,7 +223,7 @@ func TestStepOverrideGatesUnderItsOwnKeyOnly(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 
-		// A plan step with its own flow control (protocol §12.1).
+		// A plan step with its own flow control (docs/protocol.md, "Per-step flow control").
 		_, err = e.PublishAll(t.Context(), []Publication{{Message: &Message{Project: testProject, URL: "http://x.test/step", Method: "POST",
 			RunID: "wfr_o", CallType: CallStep, Body: []byte(`{"stepId":0,"stepType":"Run","concurrent":1,"targetStep":1}`),
 			FlowControl: keyed("stepkey", 1, 5, time.Second)}}})

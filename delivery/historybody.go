@@ -5,10 +5,11 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// historyBodyTx builds a step delivery's body, the first n entries of a run's history
-// as the JSON array of protocol §5.3, straight from the stored records: the same bytes
-// historyBody writes, without decoding the entries into structs, copying their bodies
-// or encoding through reflection (it was the largest part of reading a delivery).
+// historyBodyTx builds a step delivery's body, the first n entries of a run's history as
+// the JSON array of docs/protocol.md, "Workflow runs", straight from the stored records:
+// the same bytes historyBody writes, without decoding the entries into structs, copying
+// their bodies or encoding through reflection (it was the largest part of reading a
+// delivery).
 func historyBodyTx(tx *storage.Tx, project, runID string, n int) ([]byte, error) {
 	buf := make([]byte, 0, 128*n+2)
 	buf = append(buf, '[')

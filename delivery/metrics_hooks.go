@@ -3,7 +3,7 @@ package delivery
 import (
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/sched"
 )
 
 // Observer is told what the engine does, for metrics (server/metrics implements it with

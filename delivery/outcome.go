@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/aimeter"
 	"github.com/duraton/duraton/delivery/retrydelay"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
@@ -178,7 +179,7 @@ func (e *Engine) recordTx(tx *storage.Tx, m *Message, out Outcome, plan *outcome
 		return fx, err
 	}
 	if out.AI != nil && m.RunID != "" {
-		adj, err := addRunUsageTx(tx, m.Project, m.RunID, *out.AI, now) // ai.go
+		adj, err := aimeter.AddRunUsageTx(tx, m.Project, m.RunID, *out.AI, now)
 		if err != nil {
 			return fx, err
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/duraton/duraton/delivery/sched"
+	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/storage"
 )
 

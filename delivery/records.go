@@ -7,7 +7,8 @@ import (
 )
 
 // Record types of the engine's API. They are the storage records, re-exported so the HTTP
-// layer talks to the engine alone (DESIGN.md: server → delivery → storage).
+// layer talks to the engine alone (server → delivery → storage: docs/architecture.md,
+// "Import rules and why").
 type (
 	Message      = storage.Message
 	CallbackSpec = storage.CallbackSpec

@@ -8,7 +8,7 @@ import (
 )
 
 // maxRetryAfter caps an endpoint-requested delay; a longer request falls back to the
-// normal backoff schedule (protocol §11).
+// normal backoff schedule (docs/guarantees.md, "Delivery semantics").
 const maxRetryAfter = 24 * time.Hour
 
 // RetryAfter reads the delay an endpoint asked for: Retry-After as seconds, a duration

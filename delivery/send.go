@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/duraton/duraton/delivery/h1"
+	"github.com/duraton/duraton/delivery/internal/h1"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/flowctl"
 	"github.com/duraton/duraton/sdk/wire"
@@ -128,7 +128,8 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 	req.Header = h
 
 	// The transport directly: http.Client would only copy the headers for redirects,
-	// which are not followed (RELIABILITY.md §3.2: a 3xx is a failed attempt).
+	// which are not followed (a 3xx is a failed attempt: docs/guarantees.md, "Delivery
+	// semantics").
 	resp, err := e.client.Transport.RoundTrip(req)
 	if err != nil {
 		e.logSendError(m, err) // senderr.go: the detail the tenant does not see
@@ -205,7 +206,7 @@ func readAnswer(body io.Reader, n, limit int64) ([]byte, error) {
 	return buf, nil
 }
 
-// classify turns an endpoint's answer into an Outcome (protocol §4.3).
+// classify turns an endpoint's answer into an Outcome (docs/protocol.md, "Deliveries").
 func classify(status int, header http.Header, body []byte, now time.Time) Outcome {
 	out := Outcome{Response: storage.Response{Status: status, Header: keptResponseHeader(header), Body: body}}
 	switch {
@@ -225,9 +226,10 @@ func classify(status int, header http.Header, body []byte, now time.Time) Outcom
 }
 
 // describeSendError names what went wrong without echoing internal detail (addresses,
-// resolver output) that could map another network (RELIABILITY.md §3.2). A refused
-// (blocked) address reads like a failed connection: otherwise a tenant could learn which
-// internal names resolve to private addresses. The server log has the detail.
+// resolver output) that could map another network (docs/operations.md, "Destinations
+// (SSRF)"). A refused (blocked) address reads like a failed connection: otherwise a
+// tenant could learn which internal names resolve to private addresses. The server log
+// has the detail.
 func describeSendError(err error) string {
 	var netErr net.Error
 	var blocked *netguard.BlockedError

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 
+	"github.com/duraton/duraton/delivery/internal/aimeter"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -18,9 +19,9 @@ var _ Store = (*storage.Store)(nil)
 // (to add) and due entries it removed while they may be waiting in memory (to forget).
 type effects struct {
 	add, forget []storage.DueEntry
-	ended       []string   // final states of the runs the transaction ended (metrics)
-	tokens      []tokenAdj // tokenThrottle bucket changes (ai_tokens.go)
-	inlined     int        // step messages an inline answer stored (metrics; inline.go)
+	ended       []string      // final states of the runs the transaction ended (metrics)
+	tokens      []aimeter.Adj // tokenThrottle bucket changes (ai.go)
+	inlined     int           // step messages an inline answer stored (metrics; inline.go)
 }
 
 func (fx *effects) merge(o effects) {

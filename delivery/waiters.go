@@ -254,7 +254,8 @@ func (e *Engine) Waiters(ctx context.Context, project, eventID string) ([]Waiter
 	})
 }
 
-// ProjectForUser finds the project whose webhooks carry userID (protocol §5.11).
+// ProjectForUser finds the project whose webhooks carry userID (docs/protocol.md, "Waits,
+// notify and webhooks").
 func (e *Engine) ProjectForUser(ctx context.Context, userID string) (string, error) {
 	projects, err := ListProjects(ctx, e.store)
 	if err != nil {

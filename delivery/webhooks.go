@@ -16,7 +16,8 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// Webhooks (context.createWebhook / waitForWebhook, protocol §5.11).
+// Webhooks (context.createWebhook / waitForWebhook, docs/protocol.md "Waits, notify and
+// webhooks").
 //
 // The SDK builds the webhook URL itself from guessable parts (project user id, run id,
 // event id). So when a CreateWebhook step is recorded, the engine mints a secret of

@@ -15,7 +15,7 @@ import (
 )
 
 // Workflow run errors. ErrRunEnded answers 400, which the workflow SDK reads as "stop
-// quietly" (protocol §1).
+// quietly" (docs/protocol.md, "Steps").
 var (
 	ErrRunEnded    = errors.New("workflow run has ended")
 	ErrRunNotFound = fmt.Errorf("workflow run %w", storage.ErrNotFound)
@@ -140,13 +140,13 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 	return true, w.appendStepTx(tx, run, m, now)
 }
 
-// adoptRunTx continues a run triggered without an SDK (protocol §5.16) with the init its
-// endpoint's SDK re-published: m becomes the run's next delivery, of the history the
-// trigger recorded (m's body, the same payload, is not recorded again). The run keeps
-// what the trigger's caller set (retries, delay, timeout, headers) and takes from the
-// SDK what only the route knows: its failure callback, flow control and labels, where the
-// trigger set none. A second re-trigger (a redelivery of the first delivery) is then a
-// duplicate, as the run no longer waits.
+// adoptRunTx continues a run triggered without an SDK (docs/protocol.md, "Starting a
+// run": POST /v2/trigger) with the init its endpoint's SDK re-published: m becomes the
+// run's next delivery, of the history the trigger recorded (m's body, the same payload,
+// is not recorded again). The run keeps what the trigger's caller set (retries, delay,
+// timeout, headers) and takes from the SDK what only the route knows: its failure
+// callback, flow control and labels, where the trigger set none. A second re-trigger (a
+// redelivery of the first delivery) is then a duplicate, as the run no longer waits.
 func (w *runs) adoptRunTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
 	run.AwaitingSDK = false
 	if run.FailureCallback == nil {
@@ -232,7 +232,7 @@ func stepKey(body []byte) string {
 //
 // A step whose result is already recorded (the SDK published it again after a
 // redelivery) is not appended: errDuplicateStep. So every step is recorded exactly once
-// although deliveries are at least once (RELIABILITY.md rule 5).
+// although deliveries are at least once (docs/guarantees.md, "Exactly-once step recording").
 func (w *runs) appendStepTx(tx *storage.Tx, run *Run, m *Message, now time.Time) error {
 	if m.CallType == CallStep && run.HistoryLen > 0 {
 		if key := stepKey(m.Body); key != "" {
@@ -289,7 +289,8 @@ func (w *runs) appendHistoryTx(tx *storage.Tx, project string, run *Run, entry *
 // every workflow delivery carries.
 //
 // A step message that brings its own flow control keeps it: that is Duraton's per-step
-// override (protocol §12.1), which gates the step under its own key only.
+// override (docs/protocol.md, "Per-step flow control"), which gates the step under its
+// own key only.
 func applyRun(m *Message, run *Run) {
 	m.Retries, m.RetryDelay, m.FailureCallback = run.Retries, run.RetryDelay, run.FailureCallback
 	if m.FlowControl == nil {
@@ -321,7 +322,8 @@ func runHeaders(own map[string][]string, run *Run) map[string][]string {
 	return h
 }
 
-// historyBody encodes a history prefix as the delivery body of protocol §5.3.
+// historyBody encodes a history prefix as the delivery body of docs/protocol.md,
+// "Workflow runs".
 func historyBody(entries []HistoryEntry) []byte {
 	out := make([]wire.HistoryEntry, len(entries))
 	for i, e := range entries {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/duraton/duraton/delivery/internal/aimeter"
 	"github.com/duraton/duraton/sdk/wire"
 	"github.com/duraton/duraton/storage"
 )
@@ -90,7 +91,7 @@ func (w *runs) publishStepTx(tx *storage.Tx, template *Message, body []byte, now
 func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, keep string, now time.Time) (effects, error) {
 	fx := effects{ended: []string{state}}
 	run.State, run.EndedAt = state, now.UnixMilli()
-	if adj, err := endTokensTx(tx, project, run, now); err != nil { // ai_tokens.go
+	if adj, err := aimeter.EndTx(tx, project, run, now); err != nil {
 		return fx, err
 	} else if adj != nil {
 		fx.tokens = append(fx.tokens, *adj)
@@ -309,7 +310,8 @@ func initialPayload(tx *storage.Tx, project, runID string) ([]byte, error) {
 
 // bindCallback implements runHooks: a callback message created after an attempt of a
 // workflow message gets a fromCallback entry in the history, the run's headers and
-// configuration; a failure callback gets the run's fields in its body (§4.5).
+// configuration; a failure callback gets the run's fields in its body (docs/protocol.md,
+// "Callbacks and failure callbacks").
 func (w *runs) bindCallback(tx *storage.Tx, cb, src *Message, out Outcome, dlqID string, now time.Time) (bool, error) {
 	run, err := tx.Run(cb.Project, cb.RunID)
 	if errors.Is(err, storage.ErrNotFound) {

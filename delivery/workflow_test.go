@@ -13,7 +13,8 @@ import (
 	"github.com/duraton/duraton/sdk/wire"
 )
 
-// historyOf decodes a workflow delivery's body: the history prefix of protocol §5.3.
+// historyOf decodes a workflow delivery's body: the history prefix of docs/protocol.md,
+// "Workflow runs".
 func historyOf(t *testing.T, body []byte) []map[string]string {
 	t.Helper()
 	var h []map[string]string

@@ -7,7 +7,7 @@ package main
 // read as a fraction of what this machine allows at all.
 //
 //   - publish: per message, the publisher's POST to the front (net/http, as Duraton's
-//     API) and the front's delivery of its body to the receiver (delivery/h1, Duraton's
+//     API) and the front's delivery of its body to the receiver (delivery/internal/h1, Duraton's
 //     delivery client), then the front's answer. Two exchanges per message, as
 //     `bench publish`.
 //   - workflow: per run, one POST to the front (the trigger), which then delivers
@@ -29,7 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/duraton/duraton/delivery/h1"
+	"github.com/duraton/duraton/delivery"
 )
 
 // floorResult is the JSON line of `bench http-floor`. An op is a message (publish) or a
@@ -109,7 +109,7 @@ func benchFloor(ctx context.Context, ops, steps, conc int) (floorResult, error) 
 		return floorResult{}, err
 	}
 	defer receiver.Close()
-	deliveries, err := h1.New(h1.Config{Dial: (&net.Dialer{}).DialContext, Fallback: &http.Transport{}})
+	deliveries, err := delivery.NewClientTransport((&net.Dialer{}).DialContext, &http.Transport{})
 	if err != nil {
 		return floorResult{}, err
 	}

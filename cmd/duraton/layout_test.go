@@ -13,7 +13,7 @@ const modulePath = "github.com/duraton/duraton"
 
 // allowedImports holds the import rules of docs/architecture.md for every package of the module:
 // the module packages each may import directly. Sub-packages of a folder belong to it
-// (delivery/sched is delivery's), test-support packages (storagetest, pgtest,
+// (delivery/internal/sched is delivery's), test-support packages (storagetest, pgtest,
 // deliverytest, servertest) may import what they wire together, and no production
 // package imports them.
 var allowedImports = map[string][]string{
@@ -24,15 +24,16 @@ var allowedImports = map[string][]string{
 	"storage/storagetest":          {"storage", "flowctl"},
 	"storage/pg/pgtest":            {"storage", "storage/pg"},
 	"storage/pg":                   {"storage"},
-	"delivery/sched":               {"storage", "flowctl"},
+	"delivery/internal/sched":      {"storage", "flowctl"},
+	"delivery/internal/aimeter":    {"storage", "flowctl", "sdk/wire"},
 	"delivery/netguard":            {},
-	"delivery/h1":                  {},
+	"delivery/internal/h1":         {},
 	"delivery/retrydelay":          {},
 	"delivery/deliverytest":        {},
 	"delivery/schedule":            {"delivery", "storage", "sdk/wire"},
 	"delivery/urlgroup":            {"storage"},
 	"delivery/native":              {"delivery", "storage", "flowctl", "sdk/wire"},
-	"delivery":                     {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/h1", "delivery/retrydelay"},
+	"delivery":                     {"storage", "flowctl", "sdk/wire", "delivery/internal/sched", "delivery/internal/aimeter", "delivery/netguard", "delivery/internal/h1", "delivery/retrydelay"},
 	"server":                       {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire", "server/replica", "server/authlimit"},
 	"server/authlimit":             {},
 	"server/metrics":               {"delivery"},

@@ -10,10 +10,10 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// The gates after rateLimit (flow-control.md §B): debounce | batch hold an admitted event
-// in a durable buffer whose durable deadline the flusher (flusher.go) fires; singleton
-// decides, as the run is about to be created, whether it is skipped or replaces its
-// scope's holder; throttle delays the created run's first delivery.
+// The gates after rateLimit (docs/protocol.md, "Controls"): debounce | batch hold an
+// admitted event in a durable buffer whose durable deadline the flusher (flusher.go)
+// fires; singleton decides, as the run is about to be created, whether it is skipped or
+// replaces its scope's holder; throttle delays the created run's first delivery.
 
 const (
 	gateDebounce  = "debounce"

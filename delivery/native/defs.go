@@ -16,7 +16,7 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// Definition limits (native-api.md, "Fields of a workflow").
+// Definition limits (docs/protocol.md, "Native workflows"; openapi.yaml has the fields).
 const (
 	MaxNameLen      = 128
 	MaxTriggers     = 16

@@ -221,8 +221,9 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
 }
 
-// payload is a run's initial payload (native-api.md, "What the endpoint receives"): the
-// first event at the top level and every event in events (receive order).
+// payload is a run's initial payload (docs/protocol.md, "Controls": the run's first
+// delivery carries it): the first event at the top level and every event in events
+// (receive order).
 type payload struct {
 	payloadEvent
 	Events []payloadEvent `json:"events"`
@@ -290,7 +291,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 	}
 	if tt := d.FlowControl.TokenThrottle; tt != nil {
 		// The run's first delivery waits while the scope's AI token bucket is empty
-		// (delivery/sched/tokengate.go); its AI steps are debited from the bucket.
+		// (delivery/internal/sched/tokengate.go); its AI steps are debited from the bucket.
 		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
 		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs}
 		if m.FlowControl == nil {

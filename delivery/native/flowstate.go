@@ -13,9 +13,10 @@ import (
 // it the answer says truncated.
 const maxStateScan = 100_000
 
-// RunStats counts a project's native runs (native-api.md, "Runs"): active runs are not
-// yet terminal; running ones have a delivery in flight; queued ones have a delivery due
-// and waiting for admission. Truncated when more than maxStateScan live runs exist.
+// RunStats counts a project's native runs (GET /runs/stats: docs/protocol.md, "Native
+// workflows"): active runs are not yet terminal; running ones have a delivery in flight;
+// queued ones have a delivery due and waiting for admission. Truncated when more than
+// maxStateScan live runs exist.
 type RunStats struct {
 	Active    int  `json:"active"`
 	Queued    int  `json:"queued"`
@@ -76,8 +77,9 @@ type FlowState struct {
 	Truncated     bool                 `json:"truncated,omitempty"`
 }
 
-// DebounceState is one workflow's debounce backlog (native-api.md, "Flow state"): the
-// keys with a debounce waiting to fire and the earliest deadline.
+// DebounceState is one workflow's debounce backlog (GET /flow-state: docs/protocol.md,
+// "Native workflows"): the keys with a debounce waiting to fire and the earliest
+// deadline.
 type DebounceState struct {
 	App        string `json:"app"`
 	Workflow   string `json:"workflow"`

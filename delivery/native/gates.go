@@ -9,9 +9,9 @@ import (
 )
 
 // The admission gates an event passes for one matching workflow, in the order of
-// flow-control.md §B: idempotency, then rateLimit. Admission is two-phase: every gate is
-// checked first and only an event that passes them all writes their states (a duplicate
-// consumes no rate, a dropped event does not anchor an idempotency window).
+// docs/protocol.md ("Controls"): idempotency, then rateLimit. Admission is two-phase:
+// every gate is checked first and only an event that passes them all writes their states
+// (a duplicate consumes no rate, a dropped event does not anchor an idempotency window).
 //
 // The gates after these are in buffers.go (debounce, batch, singleton, throttle). Not
 // built yet: concurrency, project ceiling and priority (every delivery).

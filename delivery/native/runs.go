@@ -12,7 +12,7 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// Run statuses of native-api.md ("Runs").
+// Run statuses of a native run (docs/protocol.md, "Native workflows").
 const (
 	StatusQueued    = delivery.ActivityQueued
 	StatusRunning   = delivery.ActivityRunning
@@ -209,7 +209,7 @@ func (s *Service) CancelRun(ctx context.Context, project, id string) (*RunView, 
 
 // ReplayRun re-runs a failed native run from its failed step, its history kept: the
 // delivery that failed it is taken out of the DLQ and sent again with a fresh retry
-// budget (native-api.md). A run that did not fail is a conflict.
+// budget (POST /runs/{id}/replay). A run that did not fail is a conflict.
 func (s *Service) ReplayRun(ctx context.Context, project, id string) (*RunView, error) {
 	return s.ReplayRunCap(ctx, project, id, nil)
 }

@@ -7,12 +7,13 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// gateTokens names a workflow's tokenThrottle buckets (delivery/ai_tokens.go keeps them).
+// gateTokens names a workflow's tokenThrottle buckets (delivery/internal/aimeter keeps them).
 const gateTokens = "tokenThrottle"
 
-// TokenThrottleState is one tokenThrottle bucket (native-api.md, "Flow state"): its
-// capacity, its level now (negative: in debt) and when the scope's next run may start.
-// Key is the resolved key value ("" for the whole-workflow scope).
+// TokenThrottleState is one tokenThrottle bucket (GET /flow-state: docs/protocol.md, "AI
+// steps and spend controls"): its capacity, its level now (negative: in debt) and when
+// the scope's next run may start. Key is the resolved key value ("" for the
+// whole-workflow scope).
 type TokenThrottleState struct {
 	App         string  `json:"app"`
 	Workflow    string  `json:"workflow"`

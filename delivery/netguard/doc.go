@@ -1,6 +1,6 @@
-// Package netguard owns the SSRF boundary of outbound deliveries (RELIABILITY.md §3.2):
-// which destination addresses Duraton may connect to, and an http.Transport that
-// enforces it.
+// Package netguard owns the SSRF boundary of outbound deliveries (docs/operations.md,
+// "Destinations (SSRF)"): which destination addresses Duraton may connect to, and an
+// http.Transport that enforces it.
 //
 // The real check happens at dial time, after DNS resolution, on every connection the
 // transport opens (including each redirect hop), through net.Dialer.Control. Checking

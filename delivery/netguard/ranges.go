@@ -12,11 +12,11 @@ type blockedRange struct {
 // blockedRanges and never written to.
 var blocked = blockedRanges()
 
-// blockedRanges returns every range RELIABILITY.md §3.2 blocks plus a few reserved
-// ranges that are never a legitimate webhook target (documentation, discard-only,
-// IPv4-compatible and IPv4-translated IPv6, Teredo). Single addresses come before the
-// ranges containing them so errors give the most precise reason. IPv4-mapped IPv6
-// (::ffff:0:0/96) is absent on purpose: CheckAddr unmaps before looking up.
+// blockedRanges returns every range docs/operations.md ("Destinations (SSRF)") blocks
+// plus a few reserved ranges that are never a legitimate webhook target (documentation,
+// discard-only, IPv4-compatible and IPv4-translated IPv6, Teredo). Single addresses come
+// before the ranges containing them so errors give the most precise reason. IPv4-mapped
+// IPv6 (::ffff:0:0/96) is absent on purpose: CheckAddr unmaps before looking up.
 func blockedRanges() []blockedRange {
 	const (
 		unspecified = "an unspecified address"

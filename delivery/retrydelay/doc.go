@@ -1,6 +1,6 @@
 // Package retrydelay owns the retry schedule of a message: the evaluator of the
-// Upstash-Retry-Delay expression (upstash-protocol.md §3.1) and the default exponential
-// backoff used when there is none or when it yields no usable number.
+// Upstash-Retry-Delay expression (docs/protocol.md, "Publishing a message") and the
+// default exponential backoff used when there is none or when it yields no usable number.
 //
 // An expression is ordinary arithmetic over one variable, retried (0 for the first
 // retry), and gives a delay in milliseconds:

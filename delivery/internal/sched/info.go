@@ -10,7 +10,8 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// FlowInfo is the state of one flow-control key (protocol §2.5 FlowControlInfo).
+// FlowInfo is the state of one flow-control key (the QStash API's FlowControlInfo, GET
+// /v2/flowControl/{key}).
 type FlowInfo struct {
 	Key               string
 	WaitListSize      int

@@ -8,13 +8,14 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// A native workflow's tokenThrottle (flow-control.md §B) is a token bucket per scope,
-// kept as a GCRA state in the start gates' map: TAT is when the bucket is full again, so
-// its level at now is tokens − (TAT − now) × tokens/perMs (capped at tokens). A run's
-// first delivery is admitted only while the level is above zero; its start reserves the
-// scope's average tokens per run so far. The engine debits each AI step's actual usage
-// (AdjustTokens) and gives the reservation back when the run ends, so the bucket may go
-// into debt, which delays the scope's next starts; nothing fails or pauses.
+// A native workflow's tokenThrottle (docs/protocol.md, "AI steps and spend controls") is
+// a token bucket per scope, kept as a GCRA state in the start gates' map: TAT is when the
+// bucket is full again, so its level at now is tokens − (TAT − now) × tokens/perMs
+// (capped at tokens). A run's first delivery is admitted only while the level is above
+// zero; its start reserves the scope's average tokens per run so far. The engine debits
+// each AI step's actual usage (AdjustTokens) and gives the reservation back when the run
+// ends, so the bucket may go into debt, which delays the scope's next starts; nothing
+// fails or pauses.
 
 // tokenConstraint is a run's token gate.
 type tokenConstraint struct {

@@ -24,6 +24,9 @@
 // it closes idle connections (Keep-Alive: timeout=N, as Node does) is taken at its word,
 // less a second, as undici does: a request sent just as the server closes would fail,
 // and neither the peek nor net/http's reader can see that close coming.
+//
+// It is internal to delivery: the engine builds it in send.go, and delivery's
+// NewClientTransport hands the same client to `duraton bench floor`.
 package h1
 
 import (

@@ -8,10 +8,11 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// This file holds what one delivery may ask beyond its waitlist's own key (flow-control.md
-// §B): the slots of further keys (a native workflow's second concurrency constraint) and
-// a run's start gate (a native throttle). They are checked with the key's constraints in
-// one admission, so a delivery blocked by any of them spends nothing on the others.
+// This file holds what one delivery may ask beyond its waitlist's own key
+// (docs/protocol.md, "Controls"): the slots of further keys (a native workflow's second
+// concurrency constraint) and a run's start gate (a native throttle). They are checked
+// with the key's constraints in one admission, so a delivery blocked by any of them
+// spends nothing on the others.
 
 // itemExtras is what a waiting delivery asks beyond its key; nil for almost all of them.
 type itemExtras struct {

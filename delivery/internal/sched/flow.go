@@ -11,7 +11,7 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// This file is flow control (flow-control.md, part A). A due delivery that has a
+// This file is flow control (docs/protocol.md, "Flow control"). A due delivery that has a
 // flow-control key, or whose project has a concurrency ceiling, joins its key's waitlist;
 // the head of a waitlist starts when flowctl admits it over every constraint (the key's
 // parallelism and rate, the project ceiling, the engine's own cap). A blocked head waits
@@ -276,8 +276,8 @@ func (s *Scheduler) block(q *flowQueue, by string, now time.Time) {
 }
 
 // joinRing puts q in ring at (now − its head's priority shift): the ring serves the
-// earliest, so with no shifts keys take turns in the order they came (flow-control.md,
-// "Waitlist").
+// earliest, so with no shifts keys take turns in the order they came (docs/protocol.md,
+// "Flow control": keys take turns at the project ceiling).
 func (s *Scheduler) joinRing(q *flowQueue, ring string, now time.Time) {
 	if q.ring != "" {
 		return

@@ -13,4 +13,6 @@
 // Invariant (the paging rule): every durable due entry that the scheduler does not hold
 // (in flight, waiting in a waitlist, parked at a queue gate, or backed off) is in the
 // ready list, or has an index key above the watermark when the list is not complete.
+//
+// It is internal to delivery: only the engine's dispatcher uses it.
 package sched
