@@ -13,7 +13,7 @@ import (
 
 // Property tests of flowctl's own types against direct models. The dispatcher's use of
 // them (waitlists, rings, timers, paging) is tested against the real scheduler in
-// delivery/sched.
+// delivery/internal/sched.
 
 var base = time.Unix(1_700_000_000, 0)
 
