@@ -1,7 +1,7 @@
 // Package storage owns Duraton's durable state: every project's messages, the global due
 // index, runs and their histories, logs, dead letters, queues, deduplication records,
 // API tokens and signing keys, as domain records (the Store and its Tx) over a small
-// key-value engine seam (Engine, KVTx, KVBucket, KVCursor: kv.go).
+// key-value engine seam (storage/kv: Engine, Tx, Bucket, Cursor).
 //
 // Two engines sit behind the seam:
 //

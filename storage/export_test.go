@@ -3,12 +3,13 @@ package storage
 import (
 	"path/filepath"
 
+	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 )
 
 // OpenBoltEngineForTest opens a bare bbolt engine (no Store, no root buckets) in dir, for
 // the engine seam's tests in storage_test (storagetest.ExerciseKV).
-func OpenBoltEngineForTest(dir string) (Engine, error) {
+func OpenBoltEngineForTest(dir string) (kv.Engine, error) {
 	db, err := bolt.Open(filepath.Join(dir, "kv.db"), 0o600, nil)
 	if err != nil {
 		return nil, err
@@ -18,7 +19,7 @@ func OpenBoltEngineForTest(dir string) (Engine, error) {
 
 // OpenWALEngineForTest opens the write-ahead-logged engine on a bbolt file in dir, its
 // checkpoints every checkpointBytes of log, for the engine seam's tests.
-func OpenWALEngineForTest(dir string, checkpointBytes int64) (Engine, error) {
+func OpenWALEngineForTest(dir string, checkpointBytes int64) (kv.Engine, error) {
 	db, err := bolt.Open(filepath.Join(dir, "kv.db"), 0o600, nil)
 	if err != nil {
 		return nil, err

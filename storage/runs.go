@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Run states, stored by name (the Upstash Workflow names).
@@ -138,7 +139,7 @@ func historyKey(runID string, seq int) []byte {
 }
 
 // deletePrefix removes every key of b that starts with prefix.
-func deletePrefix(b KVBucket, prefix []byte) error {
+func deletePrefix(b kv.Bucket, prefix []byte) error {
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
 		if err := c.Delete(); err != nil {

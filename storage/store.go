@@ -13,6 +13,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Options configure a Store. The zero value is valid.
@@ -59,7 +60,7 @@ func (o Options) withDefaults() Options {
 // PostgreSQL through storage/pg), with a group committer in front of its writes. It is
 // safe for concurrent use.
 type Store struct {
-	engine Engine
+	engine kv.Engine
 	db     *bolt.DB // the bbolt file, nil on other engines (Backup, Path)
 	opts   Options
 
@@ -110,7 +111,7 @@ func Open(path string, opts Options) (*Store, error) {
 
 // OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
 // are created when missing, and indexes added since the data was written are built.
-func OpenEngine(e Engine, opts Options) (*Store, error) {
+func OpenEngine(e kv.Engine, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := e.Update(createRoots); err != nil {
 		return nil, fmt.Errorf("storage: initialise: %w", err)
@@ -121,12 +122,12 @@ func OpenEngine(e Engine, opts Options) (*Store, error) {
 	return newStore(e, nil, opts), nil
 }
 
-func newStore(e Engine, db *bolt.DB, opts Options) *Store {
+func newStore(e kv.Engine, db *bolt.DB, opts Options) *Store {
 	return &Store{engine: e, db: db, opts: opts}
 }
 
 // createRoots creates the root buckets every transaction expects.
-func createRoots(tx KVTx) error {
+func createRoots(tx kv.Tx) error {
 	for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return err
@@ -194,7 +195,7 @@ func (s *Store) Path() string {
 // View runs fn in a read-only transaction. Bytes read must be copied (the decoders here
 // do) before fn returns.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.engine.View(func(ktx KVTx) error { return fn(&Tx{tx: ktx}) })
+	return s.engine.View(func(ktx kv.Tx) error { return fn(&Tx{tx: ktx}) })
 }
 
 // commitStats counts the group committer's work (read with Stats).

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/duraton/duraton/storage/storagetest"
 )
 
@@ -25,7 +26,7 @@ func TestSuite(t *testing.T) {
 // The engine seam's tests on bbolt.
 func TestSuiteKV(t *testing.T) {
 	t.Parallel()
-	storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine {
+	storagetest.ExerciseKV(t, func(t *testing.T) kv.Engine {
 		e, err := storage.OpenBoltEngineForTest(t.TempDir())
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, e.Close()) })
@@ -49,7 +50,7 @@ func TestSuiteKVWAL(t *testing.T) {
 	t.Parallel()
 	for _, size := range []int64{1 << 10, 64 << 10} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine {
+			storagetest.ExerciseKV(t, func(t *testing.T) kv.Engine {
 				e, err := storage.OpenWALEngineForTest(t.TempDir(), size)
 				require.NoError(t, err)
 				t.Cleanup(func() { require.NoError(t, e.Close()) })

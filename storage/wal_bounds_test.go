@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Segment numbers seed their records' checksums: they go on from where the last process
@@ -41,7 +42,7 @@ func TestWALCommitOverTheBoundFailsAlone(t *testing.T) {
 	const limit = 4 << 10
 	e := openWAL(t, dir, limit)
 	big := bytes.Repeat([]byte{'x'}, int(storage.MaxCommitBytes(limit))+1)
-	err := e.Update(func(tx storage.KVTx) error {
+	err := e.Update(func(tx kv.Tx) error {
 		b, err := openPath(tx, []string{"r", "new"})
 		if err != nil {
 			return err
@@ -51,7 +52,7 @@ func TestWALCommitOverTheBoundFailsAlone(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrCommitTooLarge)
 	require.ErrorContains(t, err, "--checkpoint-bytes")
 	m := model{}
-	commitModel(t, e, m, false, func(tx storage.KVTx, pending model) error {
+	commitModel(t, e, m, false, func(tx kv.Tx, pending model) error {
 		b, err := openPath(tx, []string{"r", "new"})
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/internal/wal"
 	"github.com/duraton/duraton/storage/internal/wal/waltest"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The crash-point suite: a workload of commits runs on a filesystem that crashes after
@@ -47,8 +48,8 @@ var crashRoots = []string{"a", "b"}
 
 // crashCommit is commit i of the workload: puts and deletes in nested buckets, some of
 // them new (a new bucket's definition goes into the log with its first record).
-func crashCommit(i int) func(tx storage.KVTx, pending model) error {
-	return func(tx storage.KVTx, pending model) error {
+func crashCommit(i int) func(tx kv.Tx, pending model) error {
+	return func(tx kv.Tx, pending model) error {
 		paths := [][]string{{"a"}, {"a", fmt.Sprintf("s%d", i/3)}, {"b"}, {"b", fmt.Sprintf("t%d", i%4), fmt.Sprintf("u%d", i/5)}}
 		for j := range 3 {
 			path := paths[(i+j)%len(paths)]
@@ -89,7 +90,7 @@ func runCrashWorkload(t *testing.T, dir string, fsys *waltest.FS) crashRun {
 			break
 		}
 		pending := run.acked.clone()
-		err := e.Update(func(tx storage.KVTx) error { return crashCommit(i)(tx, pending) })
+		err := e.Update(func(tx kv.Tx) error { return crashCommit(i)(tx, pending) })
 		switch {
 		case err == nil:
 			run.acked = pending
@@ -127,7 +128,7 @@ func checkCrashPoint(t *testing.T, dir string, disk *waltest.FS, run crashRun, r
 	e, err := storage.OpenWALEngineOnFSForTest(dir, crashLimit, disk)
 	require.NoError(t, err, "reopen after the crash")
 	var got model
-	require.NoError(t, e.View(func(tx storage.KVTx) error {
+	require.NoError(t, e.View(func(tx kv.Tx) error {
 		got = dump(t, tx, crashRoots)
 		return nil
 	}))

@@ -11,6 +11,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // walEngine is bbolt behind a write-ahead log: the engine Store uses on a data file.
@@ -122,7 +123,7 @@ func (e *walEngine) begin(write bool) (*walTx, error) {
 	}
 }
 
-func (e *walEngine) View(fn func(KVTx) error) error {
+func (e *walEngine) View(fn func(kv.Tx) error) error {
 	tx, err := e.begin(false)
 	if err != nil {
 		return err
@@ -131,7 +132,7 @@ func (e *walEngine) View(fn func(KVTx) error) error {
 	return fn(tx)
 }
 
-func (e *walEngine) Update(fn func(KVTx) error) error {
+func (e *walEngine) Update(fn func(kv.Tx) error) error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	if err := e.usable(); err != nil {
@@ -178,7 +179,7 @@ func (e *walEngine) Update(fn func(KVTx) error) error {
 // FailNow): an open bbolt transaction would block the next checkpoint and Close.
 // Nothing in the overlay points into bbolt's pages (Put copies), so the snapshot can
 // end before the commit.
-func (e *walEngine) run(tx *walTx, fn func(KVTx) error) error {
+func (e *walEngine) run(tx *walTx, fn func(kv.Tx) error) error {
 	defer tx.base.Rollback()
 	return fn(tx)
 }

@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Test-only hooks for the write-ahead log's crash and recovery tests (wal_test.go).
@@ -17,7 +18,7 @@ import (
 // finish (a process killed during one is the same as one killed before it started, or
 // after it committed: tests build those states from copies of the files). The engine is
 // unusable afterwards (Update returns ErrClosed, Close does nothing).
-func CrashWALEngineForTest(e Engine) error {
+func CrashWALEngineForTest(e kv.Engine) error {
 	return e.(*walEngine).crash()
 }
 
@@ -64,7 +65,7 @@ func ReplayWALOnlyForTest(dbPath string) error {
 
 // OpenWALEngineOnFSForTest is OpenWALEngineForTest with the log on fsys. bbolt does not
 // sync (the crash-point suite crashes the log's filesystem, not bbolt's).
-func OpenWALEngineOnFSForTest(dir string, checkpointBytes int64, fsys wal.FS) (Engine, error) {
+func OpenWALEngineOnFSForTest(dir string, checkpointBytes int64, fsys wal.FS) (kv.Engine, error) {
 	db, err := bolt.Open(filepath.Join(dir, "kv.db"), 0o600, &bolt.Options{NoSync: true})
 	if err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func OpenWALEngineOnFSForTest(dir string, checkpointBytes int64, fsys wal.FS) (E
 // WaitCheckpointForTest waits for the checkpoint in progress, if any, to end: the
 // crash-point suite numbers the filesystem's calls, which must come in the same order
 // on every run.
-func WaitCheckpointForTest(e Engine) {
+func WaitCheckpointForTest(e kv.Engine) {
 	w := e.(*walEngine)
 	w.mu.Lock()
 	done := w.ckptDone

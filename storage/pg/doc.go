@@ -1,5 +1,5 @@
 // Package pg is the PostgreSQL storage engine: storage's buckets of ordered keys (the
-// engine seam in storage/kv.go) kept in two tables, so every Tx method, record codec and
+// engine seam in storage/kv) kept in two tables, so every Tx method, record codec and
 // engine behaviour runs unchanged on a database several `duraton serve` replicas share.
 //
 // It owns the schema (embedded migrations, applied on open under an advisory lock, so
