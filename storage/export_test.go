@@ -3,6 +3,7 @@ package storage
 import (
 	"path/filepath"
 
+	"github.com/duraton/duraton/storage/internal/boltkv"
 	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 )
@@ -14,7 +15,7 @@ func OpenBoltEngineForTest(dir string) (kv.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return boltEngine{db}, nil
+	return boltkv.New(db), nil
 }
 
 // OpenWALEngineForTest opens the write-ahead-logged engine on a bbolt file in dir, its

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/duraton/duraton/storage/internal/boltkv"
 	"github.com/duraton/duraton/storage/internal/wal"
 	"github.com/duraton/duraton/storage/kv"
 )
@@ -32,7 +31,7 @@ type Options struct {
 	// this (see walBacklog). Default 1 MiB.
 	CheckpointBytes int64
 	// InitialMmapBytes is how much address space the data file is mapped with at first:
-	// until the file grows past it no checkpoint remaps the file (see openBolt). Default
+	// until the file grows past it no checkpoint remaps the file (see boltkv.Open). Default
 	// 256 MiB. (Benchmarks and tests set it small to reach a remap quickly.)
 	InitialMmapBytes int
 
@@ -83,13 +82,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("storage: create data directory: %w", err)
 	}
-	if err := Validate(path); err != nil {
-		return nil, err
-	}
-	if err := walkTree(path, opts.LockTimeout); err != nil {
-		return nil, err
-	}
-	db, err := openBolt(path, opts)
+	db, err := boltkv.Open(path, boltkv.Options{LockTimeout: opts.LockTimeout, InitialMmapBytes: opts.InitialMmapBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -134,46 +127,6 @@ func createRoots(tx kv.Tx) error {
 		}
 	}
 	return nil
-}
-
-// openBolt opens the file and turns bbolt's failure modes into clear errors: a held lock
-// is ErrLocked, an unreadable file ErrCorrupt; a panic inside bbolt while reading a
-// damaged file (the freelist is rebuilt by walking the tree, here, under the recover) is
-// recovered into ErrCorrupt rather than crashing the process.
-func openBolt(path string, opts Options) (db *bolt.DB, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if db != nil {
-				_ = db.Close()
-			}
-			db, err = nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, r)
-		}
-	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: opts.LockTimeout,
-		// The freelist is rebuilt on open instead of written on every commit: fewer pages
-		// per fsync on the hot path, at the cost of a scan at start-up.
-		NoFreelistSync:  true,
-		PreLoadFreelist: true,
-		FreelistType:    bolt.FreelistMapType,
-		// Address space, not memory or disk: until the file passes 256 MiB no
-		// checkpoint remaps it. A remap waits for every read transaction and blocks new
-		// ones while it copies the checkpoint's dirty nodes out of the old map, which
-		// stalled commits for tens of ms (bench flow's wake p99: 3-8 ms, 34-70 ms under
-		// load, against 0.6-1.4 and 5-14 without remaps). The file then grows 16 MiB at a
-		// time (bbolt's AllocSize), sparsely.
-		InitialMmapSize: opts.InitialMmapBytes,
-	})
-	switch {
-	case err == nil:
-		return db, nil
-	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("storage: open %s: %w", path, ErrLocked)
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, err)
-	default:
-		return nil, fmt.Errorf("storage: open %s: %w", path, err)
-	}
 }
 
 // Close waits for queued writes to commit, then closes the file.

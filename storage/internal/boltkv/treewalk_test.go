@@ -1,4 +1,4 @@
-package storage
+package boltkv
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -57,7 +58,7 @@ func TestWalkTree(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, db.Close())
-	require.NoError(t, walkTree(path, time.Second))
+	require.NoError(t, WalkTree(path, time.Second))
 
 	// The top bucket's root page (a branch) overwritten with another page's number.
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -65,7 +66,7 @@ func TestWalkTree(t *testing.T) {
 	_, err = f.WriteAt([]byte{0xff, 0xff}, int64(root*ps))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	err = walkTree(path, time.Second)
-	require.ErrorIs(t, err, ErrCorrupt)
+	err = WalkTree(path, time.Second)
+	require.ErrorIs(t, err, kv.ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("page %d at offset %d", root, root*ps))
 }

@@ -1,4 +1,4 @@
-package storage
+package boltkv
 
 import (
 	"bytes"
@@ -7,8 +7,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// bbolt behind the engine seam (kv.go). The wrappers are thin: a bucket is wrapped once
-// per transaction (Tx caches what it opens) and cursors are bbolt's own.
+// bbolt behind the engine seam (storage/kv). The wrappers are thin: a bucket is wrapped
+// once per transaction (storage's Tx caches what it opens) and cursors are bbolt's own.
+
+// New is db behind the engine seam: its transactions are bbolt's, its Close closes db.
+func New(db *bolt.DB) kv.Engine { return boltEngine{db} }
 
 type boltEngine struct{ db *bolt.DB }
 
