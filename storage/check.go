@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/storage/internal/boltkv"
+	"github.com/duraton/duraton/storage/internal/walkv"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -72,7 +73,7 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 	if err != nil || len(r.Problems) > 0 {
 		return r, err
 	}
-	d, err := checkLog(db)
+	d, err := walkv.CheckLogDB(db)
 	if err != nil {
 		return r, err
 	}

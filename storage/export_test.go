@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/duraton/duraton/storage/internal/boltkv"
+	"github.com/duraton/duraton/storage/internal/walkv"
 	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,10 +26,20 @@ func OpenWALEngineForTest(dir string, checkpointBytes int64) (kv.Engine, error) 
 	if err != nil {
 		return nil, err
 	}
-	e, err := openWALEngine(db, walConfig{limit: checkpointBytes})
+	e, err := walkv.Open(db, walkv.Config{CheckpointBytes: checkpointBytes})
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return e, nil
+}
+
+// CrashStoreForTest stops a Store of Open the way a killed process leaves it
+// (walkv.Engine.Crash): its group committer finishes what is queued, then the engine is
+// crashed.
+func CrashStoreForTest(s *Store) error {
+	if !s.stopCommitter() {
+		return nil
+	}
+	return s.engine.(*walkv.Engine).Crash()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/duraton/duraton/storage/internal/boltkv"
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/internal/walkv"
 	"github.com/duraton/duraton/storage/kv"
 )
 
@@ -28,7 +29,7 @@ type Options struct {
 	// CheckpointBytes is how much of the write-ahead log accumulates before what it
 	// holds is written into the data file (a checkpoint). The log's overlay in memory and
 	// the disk space the log needs beyond the data file are at most about five times
-	// this (see walBacklog). Default 1 MiB.
+	// this (see storage/internal/walkv). Default 1 MiB.
 	CheckpointBytes int64
 	// InitialMmapBytes is how much address space the data file is mapped with at first:
 	// until the file grows past it no checkpoint remaps the file (see boltkv.Open). Default
@@ -86,7 +87,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := openWALEngine(db, walConfig{limit: opts.CheckpointBytes, fs: opts.walFS})
+	e, err := walkv.Open(db, walkv.Config{CheckpointBytes: opts.CheckpointBytes, FS: opts.walFS})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -180,8 +181,8 @@ func (s *Store) Stats() Stats {
 		bs := s.db.Stats()
 		st.PagesWritten = bs.TxStats.GetWrite()
 	}
-	if w, ok := s.engine.(*walEngine); ok {
-		st.LogBytes, st.Checkpoints = w.logBytes.Load(), w.checkpoints.Load()
+	if w, ok := s.engine.(*walkv.Engine); ok {
+		st.LogBytes, st.Checkpoints = w.Stats()
 	}
 	return st
 }

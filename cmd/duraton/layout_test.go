@@ -18,9 +18,10 @@ const modulePath = "github.com/duraton/duraton"
 // package imports them.
 var allowedImports = map[string][]string{
 	"flowctl":                      {},
-	"storage":                      {"flowctl", "storage/kv", "storage/internal/wal", "storage/internal/boltkv"},
+	"storage":                      {"flowctl", "storage/kv", "storage/internal/wal", "storage/internal/boltkv", "storage/internal/walkv"},
 	"storage/kv":                   {},
 	"storage/internal/boltkv":      {"storage/kv"},
+	"storage/internal/walkv":       {"storage/kv", "storage/internal/wal", "storage/internal/boltkv"},
 	"storage/internal/wal":         {},
 	"storage/internal/wal/waltest": {"storage/internal/wal"},
 	"storage/storagetest":          {"storage", "storage/kv", "flowctl"},

@@ -1,4 +1,4 @@
-package storage
+package walkv
 
 import (
 	"errors"
@@ -45,10 +45,11 @@ func CheckLog(dbPath string) (*LogDamage, error) {
 		return nil, err
 	}
 	defer db.Close()
-	return checkLog(db)
+	return CheckLogDB(db)
 }
 
-func checkLog(db *bolt.DB) (*LogDamage, error) {
+// CheckLogDB is CheckLog for the data file db, open read-only (storage.Check).
+func CheckLogDB(db *bolt.DB) (*LogDamage, error) {
 	segs, err := wal.List(wal.OS{}, db.Path())
 	if err != nil || len(segs) == 0 {
 		return nil, err
@@ -77,7 +78,7 @@ func DropLogAfter(dbPath string, offset int64) (DroppedLog, error) {
 		return out, err
 	}
 	defer db.Close()
-	d, err := checkLog(db)
+	d, err := CheckLogDB(db)
 	switch {
 	case err != nil:
 		return out, err

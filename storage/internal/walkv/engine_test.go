@@ -1,12 +1,10 @@
-package storage_test
+package walkv_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,12 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/internal/walkv"
 	"github.com/duraton/duraton/storage/kv"
 )
 
-// Recovery and crash tests of the write-ahead-logged engine (storage/wal_*.go). A crash
-// is CrashWALEngineForTest: the segment file and bbolt are closed as a killed process
+// Recovery and crash tests of the write-ahead-logged engine (this package). A crash
+// is CrashForTest: the segment file and bbolt are closed as a killed process
 // leaves them, without Close's checkpoint and without deleting the log. States a crash
 // can leave that a clean run never shows (a crash inside a checkpoint, inside a replay)
 // are built from copies of the real files taken at the right moments.
@@ -55,13 +53,13 @@ func walDataFile(t *testing.T) (dir, db string) {
 }
 
 func openWAL(t require.TestingT, dir string, limit int64) kv.Engine {
-	e, err := storage.OpenWALEngineForTest(dir, limit)
+	e, err := walkv.OpenForTest(dir, limit)
 	require.NoError(t, err)
 	return e
 }
 
 func crashWAL(t require.TestingT, e kv.Engine) {
-	require.NoError(t, storage.CrashWALEngineForTest(e))
+	require.NoError(t, walkv.CrashForTest(e))
 }
 
 func forceCheckpoint(t require.TestingT, e kv.Engine) {
@@ -589,8 +587,8 @@ func TestWALDamagedLogIsRefused(t *testing.T) {
 				logs[s] = readFile(t, s)
 			}
 
-			_, err := storage.OpenWALEngineForTest(dir, 1<<30)
-			require.ErrorIs(t, err, storage.ErrCorrupt)
+			_, err := walkv.OpenForTest(dir, 1<<30)
+			require.ErrorIs(t, err, kv.ErrCorrupt)
 			require.Equal(t, data, readFile(t, db), "the data file is left as it was")
 			require.Equal(t, segs, walSegs(t, db), "the log is left as it was")
 			for s, b := range logs {
@@ -600,7 +598,7 @@ func TestWALDamagedLogIsRefused(t *testing.T) {
 	}
 }
 
-// recordCRC is a record's checksum as wal_log.go computes it (crc32c of the segment's
+// recordCRC is a record's checksum as storage/internal/wal computes it (crc32c of the segment's
 // number, then the payload).
 func recordCRC(seg uint64, payload []byte) uint32 {
 	tab := crc32.MakeTable(crc32.Castagnoli)
@@ -694,9 +692,9 @@ func TestWALCrashAfterReplayBeforeDelete(t *testing.T) {
 		writeFile(t, seg1Path, seg1)
 		require.Len(t, walSegs(t, db), 2)
 
-		require.NoError(t, storage.ReplayWALOnlyForTest(db))
+		require.NoError(t, walkv.ReplayOnlyForTest(db))
 		require.Len(t, walSegs(t, db), 2)
-		e, err := storage.OpenWALEngineForTest(dir, 1<<30)
+		e, err := walkv.OpenForTest(dir, 1<<30)
 		require.NoError(t, err)
 		requireContent(t, e, roots, m)
 		require.Len(t, walSegs(t, db), 1)
@@ -740,8 +738,8 @@ func TestWALForeignLogIsRefused(t *testing.T) {
 			writeFile(t, filepath.Join(dirB, filepath.Base(s)), readFile(t, s))
 		}
 		require.NotEmpty(t, walSegs(t, dbB))
-		_, err := storage.OpenWALEngineForTest(dirB, limit)
-		require.ErrorIs(t, err, storage.ErrCorrupt)
+		_, err := walkv.OpenForTest(dirB, limit)
+		require.ErrorIs(t, err, kv.ErrCorrupt)
 		require.Equal(t, dataB, readFile(t, dbB))
 		require.Len(t, walSegs(t, dbB), len(walSegs(t, dbA)), "the foreign log is left in place")
 
@@ -772,96 +770,9 @@ func TestWALLogWithoutItsDataFileIsRefused(t *testing.T) {
 	workload(t, e, m, &roots, 0, 20)
 	crashWAL(t, e)
 	require.NoError(t, os.Remove(db))
-	_, err := storage.OpenWALEngineForTest(dir, 1<<20)
-	require.ErrorIs(t, err, storage.ErrCorrupt)
+	_, err := walkv.OpenForTest(dir, 1<<20)
+	require.ErrorIs(t, err, kv.ErrCorrupt)
 	require.NotEmpty(t, walSegs(t, db))
-}
-
-// A data file restored from a backup is older than the log next to it: the log's first
-// segment not in the backup applies on a later transaction than the backup's. Open
-// refuses it rather than replaying it over the older state (which would mix two states).
-// With the log moved away, the backup opens as it was taken.
-func TestWALRestoredBackupIsRefused(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "duraton.db")
-	s, err := storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	due := func(i int) storage.DueEntry {
-		return storage.DueEntry{DueAt: int64(i), MessageID: fmt.Sprintf("m%04d", i), Project: "p", Queue: "q"}
-	}
-	putDue := func(from, to int) {
-		for i := from; i < to; i++ {
-			require.NoError(t, s.Update(func(tx *storage.Tx) error { return tx.PutDue(due(i)) }))
-		}
-	}
-	putDue(0, 20)
-	var backup bytes.Buffer
-	_, err = s.Backup(&backup, func(int64) {})
-	require.NoError(t, err)
-	putDue(20, 40)
-	_, err = s.Backup(io.Discard, func(int64) {}) // a checkpoint after the backup
-	require.NoError(t, err)
-	putDue(40, 60)
-	require.NoError(t, storage.CrashStoreForTest(s))
-	segs := walSegs(t, path)
-	require.NotEmpty(t, segs)
-
-	writeFile(t, path, backup.Bytes())
-	_, err = storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.ErrorIs(t, err, storage.ErrCorrupt)
-	require.Equal(t, backup.Bytes(), readFile(t, path), "the restored file is left as it was")
-	require.Equal(t, segs, walSegs(t, path), "the log is left as it was")
-
-	for _, seg := range segs {
-		require.NoError(t, os.Remove(seg))
-	}
-	s, err = storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	var got []string
-	require.NoError(t, s.View(func(tx *storage.Tx) error {
-		return tx.ScanDue(nil, func(e storage.DueEntry) bool { got = append(got, e.MessageID); return true })
-	}))
-	var want []string
-	for i := range 20 {
-		want = append(want, due(i).MessageID)
-	}
-	require.Equal(t, want, got)
-	require.NoError(t, s.Close())
-}
-
-// A backup restored with the log it was taken with (no checkpoint since) is the state the
-// log applies on: that is replayed, not refused.
-func TestWALBackupWithItsOwnLogRecovers(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "duraton.db")
-	s, err := storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	put := func(i int) {
-		require.NoError(t, s.Update(func(tx *storage.Tx) error {
-			return tx.PutDue(storage.DueEntry{DueAt: int64(i), MessageID: fmt.Sprint(i), Project: "p", Queue: "q"})
-		}))
-	}
-	for i := range 10 {
-		put(i)
-	}
-	var backup bytes.Buffer
-	_, err = s.Backup(&backup, func(int64) {})
-	require.NoError(t, err)
-	for i := 10; i < 20; i++ {
-		put(i)
-	}
-	require.NoError(t, storage.CrashStoreForTest(s))
-	writeFile(t, path, backup.Bytes())
-	s, err = storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	n := 0
-	require.NoError(t, s.View(func(tx *storage.Tx) error {
-		return tx.ScanDue(nil, func(storage.DueEntry) bool { n++; return true })
-	}))
-	require.Equal(t, 20, n)
-	require.NoError(t, s.Close())
 }
 
 // --- 6. a model ---------------------------------------------------------------------------
@@ -885,7 +796,7 @@ func TestWALModel(t *testing.T) {
 		require.NoError(rt, os.Mkdir(dir, 0o700))
 		db := filepath.Join(dir, "kv.db")
 		limit := rapid.SampledFrom([]int64{300, 2 << 10, 1 << 20}).Draw(rt, "checkpointBytes")
-		e, err := storage.OpenWALEngineForTest(dir, limit)
+		e, err := walkv.OpenForTest(dir, limit)
 		require.NoError(rt, err)
 		open := true
 		defer func() {
@@ -907,16 +818,16 @@ func TestWALModel(t *testing.T) {
 				require.NoError(rt, e.Close())
 				open = false
 				require.Empty(rt, walSegs(rt, db))
-				e, err = storage.OpenWALEngineForTest(dir, limit)
+				e, err = walkv.OpenForTest(dir, limit)
 				require.NoError(rt, err)
 				open = true
 			default:
-				require.NoError(rt, storage.CrashWALEngineForTest(e))
+				require.NoError(rt, walkv.CrashForTest(e))
 				open = false
 				if rapid.Bool().Draw(rt, "torn") {
 					tearTail(rt, db, rapid.SliceOfN(rapid.Byte(), 1, 40).Draw(rt, "garbage"))
 				}
-				e, err = storage.OpenWALEngineForTest(dir, limit)
+				e, err = walkv.OpenForTest(dir, limit)
 				require.NoError(rt, err)
 				open = true
 				require.Len(rt, walSegs(rt, db), 1)

@@ -1,4 +1,4 @@
-package storage
+package walkv
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // overlay and are listed in ops, which the commit writes to the log.
 
 type walTx struct {
-	e      *walEngine
+	e      *Engine
 	base   *bolt.Tx
 	top    *overlay
 	frozen *overlay

@@ -1,4 +1,4 @@
-package storage
+package walkv
 
 import (
 	"encoding/binary"
@@ -42,7 +42,7 @@ func walStepTx(b testing.TB) func(i int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := openWALEngine(db, walConfig{limit: 1 << 30})
+	e, err := Open(db, Config{CheckpointBytes: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}
