@@ -26,7 +26,7 @@ var allowedImports = map[string][]string{
 	"storage/internal/wal/waltest": {"storage/internal/wal"},
 	"storage/storagetest":          {"storage", "storage/kv", "flowctl"},
 	"storage/pg/pgtest":            {"storage", "storage/pg"},
-	"storage/pg":                   {"storage", "storage/kv"},
+	"storage/pg":                   {"storage/kv"},
 	"delivery/sched":               {"storage", "flowctl"},
 	"delivery/netguard":            {},
 	"delivery/h1":                  {},

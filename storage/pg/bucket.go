@@ -3,7 +3,6 @@ package pg
 import (
 	"fmt"
 
-	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/kv"
 )
 
@@ -62,7 +61,7 @@ func (b *bucket) Put(key, value []byte) error {
 		return fmt.Errorf("pg: key required")
 	}
 	if len(key) > kv.MaxKeyBytes {
-		return fmt.Errorf("pg: %w: %d bytes, the limit is %d", storage.ErrKeyTooLarge, len(key), kv.MaxKeyBytes)
+		return fmt.Errorf("pg: %w: %d bytes, the limit is %d", kv.ErrKeyTooLarge, len(key), kv.MaxKeyBytes)
 	}
 	if b.t.err != nil {
 		return b.t.err

@@ -9,4 +9,8 @@
 // transaction it writes is fenced by the lease's epoch, so a replica that lost the lease
 // cannot write after another took over. A resignation NOTIFYs the followers (watch.go):
 // a wake-up hint only, on top of their polling.
+//
+// pg implements the seam and returns the seam's errors (kv.ErrKeyTooLarge, kv.ErrFenced);
+// it does not import the domain store, whose records it never reads. Its tests run the
+// store (package storage) and the shared suite (storage/storagetest) on it.
 package pg

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/kv"
 )
 
@@ -142,7 +141,7 @@ func (e *Engine) View(fn func(kv.Tx) error) error { return e.run(false, fn) }
 // durable: synchronous_commit must stay on, the default). Updates run one at a time
 // (writeMu): one writer per database, which the lease makes true across replicas. When this process leads, the
 // transaction first takes a share lock on the lease row and checks the epoch: a takeover
-// waits for it, and after a takeover it fails with storage.ErrFenced.
+// waits for it, and after a takeover it fails with kv.ErrFenced.
 func (e *Engine) Update(fn func(kv.Tx) error) error { return e.run(true, fn) }
 
 func (e *Engine) run(write bool, fn func(kv.Tx) error) error {
@@ -230,7 +229,7 @@ func (e *Engine) checkFence(s *session) error {
 	err := s.QueryRow(`SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
 		f.holder, f.epoch).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.ErrFenced
+		return kv.ErrFenced
 	}
 	if err != nil {
 		return fmt.Errorf("pg: check lease: %w", err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/kv"
 )
 
@@ -112,7 +111,7 @@ func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (kv.Bucket, err
 		return nil, errors.New("pg: bucket name required")
 	}
 	if len(name) > kv.MaxKeyBytes {
-		return nil, fmt.Errorf("pg: bucket name: %w: %d bytes, the limit is %d", storage.ErrKeyTooLarge, len(name), kv.MaxKeyBytes)
+		return nil, fmt.Errorf("pg: bucket name: %w: %d bytes, the limit is %d", kv.ErrKeyTooLarge, len(name), kv.MaxKeyBytes)
 	}
 	if id, ok := t.lookup(parent, name); ok {
 		if ifMissing {
