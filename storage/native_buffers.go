@@ -9,7 +9,7 @@ import (
 	"github.com/duraton/duraton/storage/kv"
 )
 
-// Debounce and batch buffers of native workflows (flow-control.md §B): the events a gate
+// Debounce and batch buffers of native workflows (docs/protocol.md, "Controls"): the events a gate
 // holds for one scope until its deadline, with a deadline index so that the flusher finds
 // the due ones without reading every buffer.
 const (

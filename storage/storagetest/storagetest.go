@@ -4,7 +4,7 @@
 // the storage behaviour suite every engine passes: Exercise (the Tx methods the engine
 // relies on) and ExerciseKV (the engine seam), run on bbolt by storage/suite_test.go and
 // on PostgreSQL by storage/pg/suite_test.go. Test support only: production packages
-// never import it (DESIGN.md, "Who may import whom").
+// never import it (docs/architecture.md, "Import rules and why").
 package storagetest
 
 import (
