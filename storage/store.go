@@ -76,7 +76,7 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the data file at path. An existing file is validated
-// first (see Validate) and refused, untouched, when damaged: the error wraps ErrCorrupt.
+// first (boltkv.Open) and refused, untouched, when damaged: the error wraps ErrCorrupt.
 // Indexes added since the file was written are built (sweep.go).
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()

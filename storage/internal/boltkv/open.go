@@ -22,13 +22,13 @@ type Options struct {
 }
 
 // Open opens (creating if needed) the bbolt file at path for writing. An existing file is
-// validated first (Validate, then WalkTree) and refused, untouched, when damaged: the
+// validated first (Validate, then walkTree) and refused, untouched, when damaged: the
 // error wraps kv.ErrCorrupt. A file locked by another process is kv.ErrLocked.
 func Open(path string, opts Options) (*bolt.DB, error) {
 	if err := Validate(path); err != nil {
 		return nil, err
 	}
-	if err := WalkTree(path, opts.LockTimeout); err != nil {
+	if err := walkTree(path, opts.LockTimeout); err != nil {
 		return nil, err
 	}
 	return openBolt(path, opts)
@@ -83,7 +83,7 @@ func OpenReadOnly(path string) (*bolt.DB, error) {
 	if err := Validate(path); err != nil {
 		return nil, err
 	}
-	if err := WalkTree(path, time.Second); err != nil {
+	if err := walkTree(path, time.Second); err != nil {
 		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})

@@ -37,10 +37,10 @@ type treeWalker struct {
 	seen     []uint64 // a bit per page: reached already
 }
 
-// WalkTree checks the data file at path page by page, read-only, under bbolt's shared
+// walkTree checks the data file at path page by page, read-only, under bbolt's shared
 // lock (a running server makes it fail with kv.ErrLocked). The error wraps kv.ErrCorrupt,
 // naming the file and the page, for damage.
-func WalkTree(path string, lockTimeout time.Duration) error {
+func walkTree(path string, lockTimeout time.Duration) error {
 	f, m, err := validatedFile(path)
 	if err != nil || f == nil {
 		return err

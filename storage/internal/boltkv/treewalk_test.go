@@ -58,7 +58,7 @@ func TestWalkTree(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, db.Close())
-	require.NoError(t, WalkTree(path, time.Second))
+	require.NoError(t, walkTree(path, time.Second))
 
 	// The top bucket's root page (a branch) overwritten with another page's number.
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -66,7 +66,7 @@ func TestWalkTree(t *testing.T) {
 	_, err = f.WriteAt([]byte{0xff, 0xff}, int64(root*ps))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	err = WalkTree(path, time.Second)
+	err = walkTree(path, time.Second)
 	require.ErrorIs(t, err, kv.ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("page %d at offset %d", root, root*ps))
 }
