@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/duraton/duraton/storage/internal/walkv"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -64,7 +65,7 @@ func (s *Store) Backup(w io.Writer, start func(size int64)) (n int64, err error)
 // not remove an open file (Windows) get it removed after the backup.
 func (s *Store) snapshot() (f *os.File, unlinked bool, err error) {
 	// The snapshot is bbolt's file: what the write-ahead log holds goes into it first.
-	if w, ok := s.engine.(*walEngine); ok {
+	if w, ok := s.engine.(*walkv.Engine); ok {
 		if err := w.Checkpoint(); err != nil {
 			return nil, false, err
 		}

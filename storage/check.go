@@ -6,28 +6,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/duraton/duraton/storage/internal/boltkv"
+	"github.com/duraton/duraton/storage/internal/walkv"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
-
-// checkFile walks the tree of the data file at path (which the caller holds open with
-// bbolt, read-only).
-func checkFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	m, err := validateFile(f, info.Size())
-	if err != nil {
-		return err
-	}
-	return checkTree(f, m)
-}
 
 // CheckReport is what Check found.
 type CheckReport struct {
@@ -56,7 +39,7 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 		return r, fmt.Errorf("storage: %w", err)
 	}
 	r.Size = info.Size()
-	if err := Validate(path); err != nil {
+	if err := boltkv.Validate(path); err != nil {
 		r.Problems = []string{err.Error()}
 		return r, nil
 	}
@@ -72,7 +55,7 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 	r.PageSize = db.Info().PageSize
 	// The tree walk first: bbolt's check rebuilds the freelist by a walk of its own,
 	// which panics beyond recover on a page that is not what its parent says.
-	if err := checkFile(path); err != nil {
+	if err := boltkv.CheckFile(path); err != nil {
 		r.Problems = []string{err.Error()}
 		return r, nil
 	}
@@ -90,7 +73,7 @@ func Check(path string, maxProblems int) (CheckReport, error) {
 	if err != nil || len(r.Problems) > 0 {
 		return r, err
 	}
-	d, err := checkLog(db)
+	d, err := walkv.CheckLogDB(db)
 	if err != nil {
 		return r, err
 	}

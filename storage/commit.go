@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The group commit, leader/follower style (as LevelDB's and RocksDB's write queues):
@@ -168,7 +170,7 @@ func (s *Store) commit(ops []*op) {
 	var j *journal           // nil in the first pass
 	var failed map[int]error // functions failed and undone in the second pass
 	for len(ops) > 0 {
-		err := s.engine.Update(func(ktx KVTx) error {
+		err := s.engine.Update(func(ktx kv.Tx) error {
 			clear(failed) // the engine may run this again (storage/pg after a lost connection)
 			tx := &Tx{tx: ktx}
 			if j != nil {

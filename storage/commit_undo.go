@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"errors"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The group commit's second pass. When a function of a group fails, the engine's
@@ -22,7 +24,7 @@ var errUndoBucket = errors.New("storage: a failed function created a bucket")
 
 // undoEntry is a key's state before one write: its value, or absent.
 type undoEntry struct {
-	b       KVBucket
+	b       kv.Bucket
 	key     []byte
 	old     []byte
 	existed bool
@@ -59,7 +61,7 @@ func (j *journal) undo() error {
 }
 
 // record remembers key's state in b before a write.
-func (j *journal) record(b KVBucket, key []byte) {
+func (j *journal) record(b kv.Bucket, key []byte) {
 	k, v := b.Cursor().Seek(key)
 	e := undoEntry{b: b, key: bytes.Clone(key)}
 	if k != nil && bytes.Equal(k, key) {
@@ -70,13 +72,13 @@ func (j *journal) record(b KVBucket, key []byte) {
 
 // journalTx is a transaction whose writes are journaled.
 type journalTx struct {
-	tx KVTx
+	tx kv.Tx
 	j  *journal
 }
 
-func (t journalTx) Bucket(name []byte) KVBucket { return t.j.wrap(t.tx.Bucket(name)) }
+func (t journalTx) Bucket(name []byte) kv.Bucket { return t.j.wrap(t.tx.Bucket(name)) }
 
-func (t journalTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+func (t journalTx) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	if t.tx.Bucket(name) == nil {
 		t.j.created = true
 	}
@@ -85,21 +87,27 @@ func (t journalTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
 }
 
 // wrap journals b's writes (nil stays a nil interface).
-func (j *journal) wrap(b KVBucket) KVBucket {
+// Embedded under these names: kv.Bucket would clash with the Bucket method.
+type (
+	kvBucket = kv.Bucket
+	kvCursor = kv.Cursor
+)
+
+func (j *journal) wrap(b kv.Bucket) kv.Bucket {
 	if b == nil {
 		return nil
 	}
-	return journalBucket{KVBucket: b, j: j}
+	return journalBucket{kvBucket: b, j: j}
 }
 
 type journalBucket struct {
-	KVBucket
+	kvBucket
 	j *journal
 }
 
 func (b journalBucket) Put(key, value []byte) error {
-	b.j.record(b.KVBucket, key)
-	if err := b.KVBucket.Put(key, value); err != nil {
+	b.j.record(b.kvBucket, key)
+	if err := b.kvBucket.Put(key, value); err != nil {
 		b.j.entries = b.j.entries[:len(b.j.entries)-1] // nothing was written
 		return err
 	}
@@ -107,38 +115,38 @@ func (b journalBucket) Put(key, value []byte) error {
 }
 
 func (b journalBucket) Delete(key []byte) error {
-	b.j.record(b.KVBucket, key)
-	if err := b.KVBucket.Delete(key); err != nil {
+	b.j.record(b.kvBucket, key)
+	if err := b.kvBucket.Delete(key); err != nil {
 		b.j.entries = b.j.entries[:len(b.j.entries)-1]
 		return err
 	}
 	return nil
 }
 
-func (b journalBucket) Cursor() KVCursor {
-	return &journalCursor{KVCursor: b.KVBucket.Cursor(), b: b.KVBucket, j: b.j}
+func (b journalBucket) Cursor() kv.Cursor {
+	return &journalCursor{kvCursor: b.kvBucket.Cursor(), b: b.kvBucket, j: b.j}
 }
 
-func (b journalBucket) Bucket(name []byte) KVBucket { return b.j.wrap(b.KVBucket.Bucket(name)) }
+func (b journalBucket) Bucket(name []byte) kv.Bucket { return b.j.wrap(b.kvBucket.Bucket(name)) }
 
-func (b journalBucket) CreateBucket(name []byte) (KVBucket, error) {
+func (b journalBucket) CreateBucket(name []byte) (kv.Bucket, error) {
 	b.j.created = true
-	sub, err := b.KVBucket.CreateBucket(name)
+	sub, err := b.kvBucket.CreateBucket(name)
 	return b.j.wrap(sub), err
 }
 
-func (b journalBucket) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
-	if b.KVBucket.Bucket(name) == nil {
+func (b journalBucket) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
+	if b.kvBucket.Bucket(name) == nil {
 		b.j.created = true
 	}
-	sub, err := b.KVBucket.CreateBucketIfNotExists(name)
+	sub, err := b.kvBucket.CreateBucketIfNotExists(name)
 	return b.j.wrap(sub), err
 }
 
 // journalCursor remembers where it stands, so a Delete through it is journaled.
 type journalCursor struct {
-	KVCursor
-	b   KVBucket
+	kvCursor
+	b   kv.Bucket
 	j   *journal
 	key []byte
 }
@@ -148,17 +156,17 @@ func (c *journalCursor) at(k, v []byte) ([]byte, []byte) {
 	return k, v
 }
 
-func (c *journalCursor) First() ([]byte, []byte)        { return c.at(c.KVCursor.First()) }
-func (c *journalCursor) Last() ([]byte, []byte)         { return c.at(c.KVCursor.Last()) }
-func (c *journalCursor) Seek(s []byte) ([]byte, []byte) { return c.at(c.KVCursor.Seek(s)) }
-func (c *journalCursor) Next() ([]byte, []byte)         { return c.at(c.KVCursor.Next()) }
-func (c *journalCursor) Prev() ([]byte, []byte)         { return c.at(c.KVCursor.Prev()) }
+func (c *journalCursor) First() ([]byte, []byte)        { return c.at(c.kvCursor.First()) }
+func (c *journalCursor) Last() ([]byte, []byte)         { return c.at(c.kvCursor.Last()) }
+func (c *journalCursor) Seek(s []byte) ([]byte, []byte) { return c.at(c.kvCursor.Seek(s)) }
+func (c *journalCursor) Next() ([]byte, []byte)         { return c.at(c.kvCursor.Next()) }
+func (c *journalCursor) Prev() ([]byte, []byte)         { return c.at(c.kvCursor.Prev()) }
 
 func (c *journalCursor) Delete() error {
 	if c.key != nil {
 		c.j.record(c.b, c.key)
 	}
-	if err := c.KVCursor.Delete(); err != nil {
+	if err := c.kvCursor.Delete(); err != nil {
 		if c.key != nil {
 			c.j.entries = c.j.entries[:len(c.j.entries)-1]
 		}

@@ -1,17 +1,22 @@
 // Package storage owns Duraton's durable state: every project's messages, the global due
 // index, runs and their histories, logs, dead letters, queues, deduplication records,
 // API tokens and signing keys, as domain records (the Store and its Tx) over a small
-// key-value engine seam (Engine, KVTx, KVBucket, KVCursor: kv.go).
+// key-value engine seam (storage/kv: Engine, Tx, Bucket, Cursor).
 //
-// Two engines sit behind the seam:
+// This package holds the domain store: the records and their codecs (records.go, runs.go,
+// *codec.go), the Tx methods, group commit (commit.go, commit_undo.go), the sweeps
+// (sweep.go), and the orchestration of backups and checks (backup.go, check.go, log.go).
+// The engines sit behind the seam, each in its own package:
 //
-//   - the embedded default: one bbolt file (bolt.go) written through a write-ahead log
-//     (wal_engine.go, wal_overlay.go, wal_cursor.go, wal_recover.go; the log's segment
-//     format and files are storage/internal/wal, behind a filesystem seam). A commit is
-//     answered once its log record is fdatasynced; checkpoints move the log into the bbolt
-//     file in the background; start-up replays what the file has not taken, and refuses
-//     a damaged log or data file (treewalk.go, validate.go) instead of guessing;
-//   - PostgreSQL (storage/pg), for replicas: a commit is a PostgreSQL transaction.
+//   - the embedded default (Open): one bbolt file (storage/internal/boltkv, which also
+//     refuses a damaged file before bbolt maps it) written through a write-ahead log
+//     (storage/internal/walkv: the overlay, the merge cursor, recovery, checkpoints; the
+//     log's segment format and files are storage/internal/wal, behind a filesystem
+//     seam). A commit is answered once its log record is fdatasynced; checkpoints move
+//     the log into the bbolt file in the background; start-up replays what the file has
+//     not taken, and refuses a damaged log or data file instead of guessing;
+//   - PostgreSQL (storage/pg, through OpenEngine), for replicas: a commit is a
+//     PostgreSQL transaction.
 //
 // The domain code, the codecs and the shared behaviour suite (storage/storagetest) are
 // the same for both. Layout (bucket names in quotes; on PostgreSQL the same keys):

@@ -49,8 +49,8 @@ type ExtraKey struct {
 	Parallelism int
 }
 
-// StartGate paces the starts of a native workflow's runs (its throttle, flow-control.md
-// §B): the first delivery of a run waits in the scheduler until the scope's GCRA allows
+// StartGate paces the starts of a native workflow's runs (its throttle: docs/protocol.md,
+// "Controls"): the first delivery of a run waits in the scheduler until the scope's GCRA allows
 // a start, and the start is booked only then, so a start held back by another constraint
 // spends nothing. Key names the scope's stored GCRA state (a gate record).
 type StartGate struct {

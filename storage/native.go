@@ -9,8 +9,9 @@ import (
 	"github.com/duraton/duraton/flowctl"
 )
 
-// Native workflows (native-api.md): apps, their workflow definitions, the index of the
-// definitions each event name triggers, and the events sent to POST /events.
+// Native workflows (docs/protocol.md, "Native workflows"): apps, their workflow
+// definitions, the index of the definitions each event name triggers, and the events sent
+// to POST /events.
 const (
 	bucketApps        = "apps"
 	bucketWorkflowDef = "wfdefs"

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
-// Debounce and batch buffers of native workflows (flow-control.md §B): the events a gate
+// Debounce and batch buffers of native workflows (docs/protocol.md, "Controls"): the events a gate
 // holds for one scope until its deadline, with a deadline index so that the flusher finds
 // the due ones without reading every buffer.
 const (
@@ -70,7 +72,7 @@ func (t *Tx) PutGateBuffer(project, key string, b *GateBuffer) error {
 }
 
 // deleteBufDue removes the index entry of the stored buffer of key, if any.
-func (t *Tx) deleteBufDue(bufs, due KVBucket, key string) error {
+func (t *Tx) deleteBufDue(bufs, due kv.Bucket, key string) error {
 	v := bufs.Get([]byte(key))
 	if v == nil {
 		return nil

@@ -85,8 +85,9 @@ type Message struct {
 
 	// Workflow fields. RunID binds the message to a run; CallType is its history call
 	// type. HistoryLen > 0 means the delivered body is the run's history up to and
-	// including this message's own entry (protocol §5.3), not Body. DetectTrigger marks a
-	// run's first delivery, whose answer must carry Upstash-Workflow-Sdk-Version.
+	// including this message's own entry (docs/protocol.md, "Workflow runs"), not Body.
+	// DetectTrigger marks a run's first delivery, whose answer must carry
+	// Upstash-Workflow-Sdk-Version.
 	// EventID names the event a KindWaitTimeout timer belongs to.
 	RunID         string `json:"runId,omitempty"`
 	CallType      string `json:"callType,omitempty"`

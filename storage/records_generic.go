@@ -3,6 +3,8 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Per-project records kept one JSON value per name (queues, apps, schedules, URL
@@ -20,7 +22,7 @@ func (t *Tx) putRecord(project, bucket, name string, v any) error {
 }
 
 // getRecord reads a record; ErrNotFound when absent.
-func getRecord[T any](b KVBucket, name string) (*T, error) {
+func getRecord[T any](b kv.Bucket, name string) (*T, error) {
 	var r T
 	if err := get(b, name, &r); err != nil {
 		return nil, err
@@ -29,7 +31,7 @@ func getRecord[T any](b KVBucket, name string) (*T, error) {
 }
 
 // deleteRecord removes a record; ErrNotFound when absent.
-func deleteRecord(b KVBucket, name string) error {
+func deleteRecord(b kv.Bucket, name string) error {
 	if b == nil || b.Get([]byte(name)) == nil {
 		return ErrNotFound
 	}
@@ -37,7 +39,7 @@ func deleteRecord(b KVBucket, name string) error {
 }
 
 // countRecords is the number of records in b.
-func countRecords(b KVBucket) int {
+func countRecords(b kv.Bucket) int {
 	if b == nil {
 		return 0
 	}
@@ -45,7 +47,7 @@ func countRecords(b KVBucket) int {
 }
 
 // listRecords decodes every record of b in key order; what names the kind in errors.
-func listRecords[T any](b KVBucket, what string) ([]T, error) {
+func listRecords[T any](b kv.Bucket, what string) ([]T, error) {
 	if b == nil {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Run states, stored by name (the Upstash Workflow names).
@@ -70,7 +71,7 @@ type Run struct {
 	FailureMessageID string `json:"failureMessageId,omitempty"`
 	FailureState     string `json:"failureState,omitempty"`
 	// AICap bounds the run's AI spend (its workflow's cap, raised by a replay); AIUsage
-	// is what its AI steps spent so far (flow-control.md, AI steps).
+	// is what its AI steps spent so far (docs/protocol.md, "AI steps and spend controls").
 	AICap   *flowctl.Cap     `json:"aiCap,omitempty"`
 	AIUsage *flowctl.AIUsage `json:"aiUsage,omitempty"`
 	// TokenGate is the run's tokenThrottle bucket (its AI usage is debited from it);
@@ -80,7 +81,8 @@ type Run struct {
 	TokenStarted  bool       `json:"tokenStarted,omitempty"`
 	TokenReserved int64      `json:"tokenReserved,omitempty"`
 	// AwaitingSDK marks a run triggered without an SDK (POST /v2/trigger) whose
-	// endpoint's SDK has not yet re-published its init (protocol §5.16).
+	// endpoint's SDK has not yet re-published its init (docs/protocol.md, "Starting
+	// a run").
 	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
 }
 
@@ -107,7 +109,7 @@ type ParentLink struct {
 	Step      []byte   `json:"step"` // the envelope's step object, raw JSON
 }
 
-// HistoryEntry is one element of a run's history (protocol §5.3).
+// HistoryEntry is one element of a run's history (docs/protocol.md, "Workflow runs").
 type HistoryEntry struct {
 	MessageID string `json:"messageId"`
 	Body      []byte `json:"body"`
@@ -138,7 +140,7 @@ func historyKey(runID string, seq int) []byte {
 }
 
 // deletePrefix removes every key of b that starts with prefix.
-func deletePrefix(b KVBucket, prefix []byte) error {
+func deletePrefix(b kv.Bucket, prefix []byte) error {
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
 		if err := c.Delete(); err != nil {

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +9,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/duraton/duraton/storage/internal/boltkv"
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/internal/walkv"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Options configure a Store. The zero value is valid.
@@ -28,10 +29,10 @@ type Options struct {
 	// CheckpointBytes is how much of the write-ahead log accumulates before what it
 	// holds is written into the data file (a checkpoint). The log's overlay in memory and
 	// the disk space the log needs beyond the data file are at most about five times
-	// this (see walBacklog). Default 1 MiB.
+	// this (see storage/internal/walkv). Default 1 MiB.
 	CheckpointBytes int64
 	// InitialMmapBytes is how much address space the data file is mapped with at first:
-	// until the file grows past it no checkpoint remaps the file (see openBolt). Default
+	// until the file grows past it no checkpoint remaps the file (see boltkv.Open). Default
 	// 256 MiB. (Benchmarks and tests set it small to reach a remap quickly.)
 	InitialMmapBytes int
 
@@ -59,7 +60,7 @@ func (o Options) withDefaults() Options {
 // PostgreSQL through storage/pg), with a group committer in front of its writes. It is
 // safe for concurrent use.
 type Store struct {
-	engine Engine
+	engine kv.Engine
 	db     *bolt.DB // the bbolt file, nil on other engines (Backup, Path)
 	opts   Options
 
@@ -75,24 +76,18 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the data file at path. An existing file is validated
-// first (see Validate) and refused, untouched, when damaged: the error wraps ErrCorrupt.
+// first (boltkv.Open) and refused, untouched, when damaged: the error wraps ErrCorrupt.
 // Indexes added since the file was written are built (sweep.go).
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("storage: create data directory: %w", err)
 	}
-	if err := Validate(path); err != nil {
-		return nil, err
-	}
-	if err := walkTree(path, opts.LockTimeout); err != nil {
-		return nil, err
-	}
-	db, err := openBolt(path, opts)
+	db, err := boltkv.Open(path, boltkv.Options{LockTimeout: opts.LockTimeout, InitialMmapBytes: opts.InitialMmapBytes})
 	if err != nil {
 		return nil, err
 	}
-	e, err := openWALEngine(db, walConfig{limit: opts.CheckpointBytes, fs: opts.walFS})
+	e, err := walkv.Open(db, walkv.Config{CheckpointBytes: opts.CheckpointBytes, FS: opts.walFS})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -110,7 +105,7 @@ func Open(path string, opts Options) (*Store, error) {
 
 // OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
 // are created when missing, and indexes added since the data was written are built.
-func OpenEngine(e Engine, opts Options) (*Store, error) {
+func OpenEngine(e kv.Engine, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := e.Update(createRoots); err != nil {
 		return nil, fmt.Errorf("storage: initialise: %w", err)
@@ -121,58 +116,18 @@ func OpenEngine(e Engine, opts Options) (*Store, error) {
 	return newStore(e, nil, opts), nil
 }
 
-func newStore(e Engine, db *bolt.DB, opts Options) *Store {
+func newStore(e kv.Engine, db *bolt.DB, opts Options) *Store {
 	return &Store{engine: e, db: db, opts: opts}
 }
 
 // createRoots creates the root buckets every transaction expects.
-func createRoots(tx KVTx) error {
+func createRoots(tx kv.Tx) error {
 	for _, name := range []string{bucketTokens, bucketDue, bucketProjects} {
 		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// openBolt opens the file and turns bbolt's failure modes into clear errors: a held lock
-// is ErrLocked, an unreadable file ErrCorrupt; a panic inside bbolt while reading a
-// damaged file (the freelist is rebuilt by walking the tree, here, under the recover) is
-// recovered into ErrCorrupt rather than crashing the process.
-func openBolt(path string, opts Options) (db *bolt.DB, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if db != nil {
-				_ = db.Close()
-			}
-			db, err = nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, r)
-		}
-	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: opts.LockTimeout,
-		// The freelist is rebuilt on open instead of written on every commit: fewer pages
-		// per fsync on the hot path, at the cost of a scan at start-up.
-		NoFreelistSync:  true,
-		PreLoadFreelist: true,
-		FreelistType:    bolt.FreelistMapType,
-		// Address space, not memory or disk: until the file passes 256 MiB no
-		// checkpoint remaps it. A remap waits for every read transaction and blocks new
-		// ones while it copies the checkpoint's dirty nodes out of the old map, which
-		// stalled commits for tens of ms (bench flow's wake p99: 3-8 ms, 34-70 ms under
-		// load, against 0.6-1.4 and 5-14 without remaps). The file then grows 16 MiB at a
-		// time (bbolt's AllocSize), sparsely.
-		InitialMmapSize: opts.InitialMmapBytes,
-	})
-	switch {
-	case err == nil:
-		return db, nil
-	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("storage: open %s: %w", path, ErrLocked)
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, err)
-	default:
-		return nil, fmt.Errorf("storage: open %s: %w", path, err)
-	}
 }
 
 // Close waits for queued writes to commit, then closes the file.
@@ -194,7 +149,7 @@ func (s *Store) Path() string {
 // View runs fn in a read-only transaction. Bytes read must be copied (the decoders here
 // do) before fn returns.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.engine.View(func(ktx KVTx) error { return fn(&Tx{tx: ktx}) })
+	return s.engine.View(func(ktx kv.Tx) error { return fn(&Tx{tx: ktx}) })
 }
 
 // commitStats counts the group committer's work (read with Stats).
@@ -226,8 +181,8 @@ func (s *Store) Stats() Stats {
 		bs := s.db.Stats()
 		st.PagesWritten = bs.TxStats.GetWrite()
 	}
-	if w, ok := s.engine.(*walEngine); ok {
-		st.LogBytes, st.Checkpoints = w.logBytes.Load(), w.checkpoints.Load()
+	if w, ok := s.engine.(*walkv.Engine); ok {
+		st.LogBytes, st.Checkpoints = w.Stats()
 	}
 	return st
 }

@@ -1,7 +1,6 @@
 package storage_test
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -11,7 +10,8 @@ import (
 	"github.com/duraton/duraton/storage/storagetest"
 )
 
-// The storage behaviour suite on bbolt (storage/pg/suite_test.go runs it on PostgreSQL).
+// The storage behaviour suite on the embedded engine (storage/pg/suite_test.go runs it on
+// PostgreSQL; the engine seam's suite, ExerciseKV, runs in each engine's package).
 func TestSuite(t *testing.T) {
 	t.Parallel()
 	storagetest.Exercise(t, func(t *testing.T) *storage.Store {
@@ -22,18 +22,7 @@ func TestSuite(t *testing.T) {
 	})
 }
 
-// The engine seam's tests on bbolt.
-func TestSuiteKV(t *testing.T) {
-	t.Parallel()
-	storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine {
-		e, err := storage.OpenBoltEngineForTest(t.TempDir())
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, e.Close()) })
-		return e
-	})
-}
-
-// The same suites with checkpoints every few KiB of log: reads cross all three layers of
+// The same suite with checkpoints every few KiB of log: reads cross all three layers of
 // the write-ahead-logged engine (the overlay, the one being checkpointed, bbolt).
 func TestSuiteSmallCheckpoints(t *testing.T) {
 	t.Parallel()
@@ -43,18 +32,4 @@ func TestSuiteSmallCheckpoints(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
 	})
-}
-
-func TestSuiteKVWAL(t *testing.T) {
-	t.Parallel()
-	for _, size := range []int64{1 << 10, 64 << 10} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine {
-				e, err := storage.OpenWALEngineForTest(t.TempDir(), size)
-				require.NoError(t, err)
-				t.Cleanup(func() { require.NoError(t, e.Close()) })
-				return e
-			})
-		})
-	}
 }

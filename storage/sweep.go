@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The retention sweep's indexes. A sweep must reach what it removes without walking
@@ -80,7 +82,7 @@ func (t *Tx) DeleteRunsEndedBefore(project string, beforeMs int64, limit int) (i
 }
 
 // dueKeys copies up to limit keys of the time index b whose time is below beforeMs.
-func dueKeys(b KVBucket, beforeMs int64, limit int) [][]byte {
+func dueKeys(b kv.Bucket, beforeMs int64, limit int) [][]byte {
 	var out [][]byte
 	c := b.Cursor()
 	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
@@ -149,9 +151,9 @@ const migrateBatch = 1000
 // (a data file from before them), in transactions of at most migrateBatch records, and
 // marks each project done. It stops at a record it cannot decode: that is damage,
 // which `duraton check` or a restore deals with, not something to skip.
-func migrateSweepIndexes(e Engine) error {
+func migrateSweepIndexes(e kv.Engine) error {
 	var projects []string
-	err := e.View(func(ktx KVTx) error {
+	err := e.View(func(ktx kv.Tx) error {
 		root := ktx.Bucket([]byte(bucketProjects))
 		return root.ForEachBucket(func(name []byte) error {
 			meta := root.Bucket(name).Bucket([]byte(bucketMeta))
@@ -186,7 +188,7 @@ func migrateSweepIndexes(e Engine) error {
 			})
 		}
 		if err == nil {
-			err = e.Update(func(ktx KVTx) error {
+			err = e.Update(func(ktx kv.Tx) error {
 				meta, err := (&Tx{tx: ktx}).writeBucket(p, bucketMeta)
 				if err != nil {
 					return err
@@ -203,11 +205,11 @@ func migrateSweepIndexes(e Engine) error {
 
 // backfill calls index for every record of a project's bucket, migrateBatch records per
 // transaction.
-func backfill(e Engine, project, bucket string, index func(tx *Tx, k, v []byte) error) error {
+func backfill(e kv.Engine, project, bucket string, index func(tx *Tx, k, v []byte) error) error {
 	var after []byte
 	for {
 		var last []byte
-		err := e.Update(func(ktx KVTx) error {
+		err := e.Update(func(ktx kv.Tx) error {
 			tx := &Tx{tx: ktx}
 			last = nil
 			b := tx.bucket(project, bucket)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,36 +14,38 @@ import (
 type readCounter struct{ n int }
 
 type countedTx struct {
-	KVTx
+	kv.Tx
 	c *readCounter
 }
 
-func (t countedTx) Bucket(name []byte) KVBucket { return t.c.wrap(t.KVTx.Bucket(name)) }
+func (t countedTx) Bucket(name []byte) kv.Bucket { return t.c.wrap(t.Tx.Bucket(name)) }
 
-func (c *readCounter) wrap(b KVBucket) KVBucket {
+func (c *readCounter) wrap(b kv.Bucket) kv.Bucket {
 	if b == nil {
 		return nil
 	}
-	return countedBucket{KVBucket: b, c: c}
+	return countedBucket{kvBucket: b, c: c}
 }
 
 type countedBucket struct {
-	KVBucket
+	kvBucket
 	c *readCounter
 }
 
-func (b countedBucket) Bucket(name []byte) KVBucket { return b.c.wrap(b.KVBucket.Bucket(name)) }
+func (b countedBucket) Bucket(name []byte) kv.Bucket { return b.c.wrap(b.kvBucket.Bucket(name)) }
 func (b countedBucket) ForEach(fn func(k, v []byte) error) error {
-	return b.KVBucket.ForEach(func(k, v []byte) error { b.c.n++; return fn(k, v) })
+	return b.kvBucket.ForEach(func(k, v []byte) error { b.c.n++; return fn(k, v) })
 }
 func (b countedBucket) Get(k []byte) []byte {
 	b.c.n++
-	return b.KVBucket.Get(k)
+	return b.kvBucket.Get(k)
 }
-func (b countedBucket) Cursor() KVCursor { return countedCursor{KVCursor: b.KVBucket.Cursor(), c: b.c} }
+func (b countedBucket) Cursor() kv.Cursor {
+	return countedCursor{kvCursor: b.kvBucket.Cursor(), c: b.c}
+}
 
 type countedCursor struct {
-	KVCursor
+	kvCursor
 	c *readCounter
 }
 
@@ -52,9 +55,9 @@ func (c countedCursor) count(k, v []byte) ([]byte, []byte) {
 	}
 	return k, v
 }
-func (c countedCursor) First() ([]byte, []byte)        { return c.count(c.KVCursor.First()) }
-func (c countedCursor) Next() ([]byte, []byte)         { return c.count(c.KVCursor.Next()) }
-func (c countedCursor) Seek(s []byte) ([]byte, []byte) { return c.count(c.KVCursor.Seek(s)) }
+func (c countedCursor) First() ([]byte, []byte)        { return c.count(c.kvCursor.First()) }
+func (c countedCursor) Next() ([]byte, []byte)         { return c.count(c.kvCursor.Next()) }
+func (c countedCursor) Seek(s []byte) ([]byte, []byte) { return c.count(c.kvCursor.Seek(s)) }
 
 // The dedup sweep reads what expired, not the whole bucket: with 3,000 valid records
 // and 2 expired, it reads a handful of keys. A record it reaches that cannot be decoded
@@ -82,8 +85,8 @@ func TestDedupSweepReadsOnlyWhatExpired(t *testing.T) {
 	}))
 	var reads readCounter
 	var n int
-	require.NoError(t, s.engine.Update(func(ktx KVTx) (err error) {
-		n, err = (&Tx{tx: countedTx{KVTx: ktx, c: &reads}}).DeleteExpiredDedup("p", 1000, 100)
+	require.NoError(t, s.engine.Update(func(ktx kv.Tx) (err error) {
+		n, err = (&Tx{tx: countedTx{Tx: ktx, c: &reads}}).DeleteExpiredDedup("p", 1000, 100)
 		return err
 	}))
 	require.Equal(t, 2, n)

@@ -11,7 +11,7 @@ import (
 	"github.com/duraton/duraton/flowctl"
 )
 
-// TokenGate is a native workflow's tokenThrottle scope (flow-control.md §B): a bucket of
+// TokenGate is a native workflow's tokenThrottle scope (docs/protocol.md, "Controls"): a bucket of
 // Tokens AI tokens refilled at Tokens per PerMs. A run's first delivery waits in the
 // scheduler while the bucket is at or below zero. Key names the bucket's stored state (a
 // gate record: a GCRA whose TAT is when the bucket is full again).

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
 const (
@@ -28,21 +30,21 @@ var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketD
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
 type Tx struct {
-	tx KVTx
+	tx kv.Tx
 	// The last project's bucket and the sub-buckets opened in it: an operation touches
 	// several sub-buckets of one project, and a group commit runs dozens of operations in
 	// one transaction. Opening a nested bucket costs a cursor search and, in a read
 	// transaction, a new Bucket each time; the handles stay valid until the transaction
 	// ends, and no transaction deletes a project or a sub-bucket.
 	project       string
-	pb            KVBucket
+	pb            kv.Bucket
 	subs          [8]subBucket
 	nsubs         int
-	projects, due KVBucket // root buckets, opened once
+	projects, due kv.Bucket // root buckets, opened once
 }
 
 // projectsBucket is the root bucket of projects.
-func (t *Tx) projectsBucket() KVBucket {
+func (t *Tx) projectsBucket() kv.Bucket {
 	if t.projects == nil {
 		t.projects = t.tx.Bucket([]byte(bucketProjects))
 	}
@@ -50,7 +52,7 @@ func (t *Tx) projectsBucket() KVBucket {
 }
 
 // dueBucket is the root bucket of the due index.
-func (t *Tx) dueBucket() KVBucket {
+func (t *Tx) dueBucket() kv.Bucket {
 	if t.due == nil {
 		t.due = t.tx.Bucket([]byte(bucketDue))
 	}
@@ -59,11 +61,11 @@ func (t *Tx) dueBucket() KVBucket {
 
 type subBucket struct {
 	name string
-	b    KVBucket
+	b    kv.Bucket
 }
 
 // projectBucket returns a project's bucket, nil when it does not exist.
-func (t *Tx) projectBucket(project string) KVBucket {
+func (t *Tx) projectBucket(project string) kv.Bucket {
 	if t.pb != nil && t.project == project {
 		return t.pb
 	}
@@ -75,7 +77,7 @@ func (t *Tx) projectBucket(project string) KVBucket {
 }
 
 // cachedSub returns the project bucket p's sub-bucket name if it was opened before.
-func (t *Tx) cachedSub(p KVBucket, name string) KVBucket {
+func (t *Tx) cachedSub(p kv.Bucket, name string) kv.Bucket {
 	if p != t.pb {
 		return nil
 	}
@@ -88,7 +90,7 @@ func (t *Tx) cachedSub(p KVBucket, name string) KVBucket {
 }
 
 // keepSub remembers the project bucket p's sub-bucket name (the first few only).
-func (t *Tx) keepSub(p KVBucket, name string, b KVBucket) {
+func (t *Tx) keepSub(p kv.Bucket, name string, b kv.Bucket) {
 	if p == t.pb && b != nil && t.nsubs < len(t.subs) {
 		t.subs[t.nsubs] = subBucket{name: name, b: b}
 		t.nsubs++
@@ -97,7 +99,7 @@ func (t *Tx) keepSub(p KVBucket, name string, b KVBucket) {
 
 // bucket returns a project's sub-bucket, or nil when the project does not exist (reads
 // then find nothing; writes fail with ErrNotFound).
-func (t *Tx) bucket(project, name string) KVBucket {
+func (t *Tx) bucket(project, name string) kv.Bucket {
 	p := t.projectBucket(project)
 	if p == nil {
 		return nil
@@ -112,7 +114,7 @@ func (t *Tx) bucket(project, name string) KVBucket {
 
 // writeBucket returns a project's sub-bucket for writing, creating it if the project
 // predates it (data files from older versions).
-func (t *Tx) writeBucket(project, name string) (KVBucket, error) {
+func (t *Tx) writeBucket(project, name string) (kv.Bucket, error) {
 	p := t.projectBucket(project)
 	if p == nil {
 		return nil, fmt.Errorf("project %q: %w", project, ErrNotFound)
@@ -128,7 +130,7 @@ func (t *Tx) writeBucket(project, name string) (KVBucket, error) {
 	return b, nil
 }
 
-func put(b KVBucket, key string, v any) error {
+func put(b kv.Bucket, key string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -136,7 +138,7 @@ func put(b KVBucket, key string, v any) error {
 	return b.Put([]byte(key), data)
 }
 
-func get(b KVBucket, key string, v any) error {
+func get(b kv.Bucket, key string, v any) error {
 	if b == nil {
 		return ErrNotFound
 	}
@@ -217,9 +219,9 @@ func (t *Tx) TokenProject(tokenHash string) (string, error) {
 // TokenProjectIn is TokenProject read straight from an engine, without a Store: for a
 // follower replica, which keeps none. ErrNotFound also before any Store initialised
 // the engine.
-func TokenProjectIn(e Engine, tokenHash string) (string, error) {
+func TokenProjectIn(e kv.Engine, tokenHash string) (string, error) {
 	var project string
-	err := e.View(func(tx KVTx) error {
+	err := e.View(func(tx kv.Tx) error {
 		b := tx.Bucket([]byte(bucketTokens))
 		if b == nil {
 			return ErrNotFound
@@ -344,7 +346,7 @@ func (t *Tx) DeleteLogsBefore(project, before string, limit int) (int, error) {
 // pageFull reports whether a page of size stored bytes has reached maxBytes (0: never).
 func pageFull(size, maxBytes int) bool { return maxBytes > 0 && size >= maxBytes }
 
-func scanBackward(b KVBucket, before string, fn func(k, v []byte) (bool, error)) error {
+func scanBackward(b kv.Bucket, before string, fn func(k, v []byte) (bool, error)) error {
 	c := b.Cursor()
 	var k, v []byte
 	if before == "" {
@@ -367,7 +369,7 @@ func scanBackward(b KVBucket, before string, fn func(k, v []byte) (bool, error))
 	return nil
 }
 
-func deletePrefixBelow(b KVBucket, below string, limit int) (int, error) {
+func deletePrefixBelow(b kv.Bucket, below string, limit int) (int, error) {
 	if b == nil {
 		return 0, nil
 	}

@@ -2,11 +2,13 @@ package storage
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/duraton/duraton/storage/internal/boltkv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,7 +71,7 @@ func TestDamagedDataFile(t *testing.T) {
 		{"BothMetaPagesZeroed", func(t *testing.T, path string) { zeroRange(t, path, 0, 2*4096) }, "no valid meta page 1 either"},
 		{"Empty", func(t *testing.T, path string) { require.NoError(t, os.Truncate(path, 0)) }, "empty (0 bytes)"},
 		{"MetaPage0Zeroed", func(t *testing.T, path string) { zeroRange(t, path, 0, 4096) }, "meta page 0: no bbolt magic"},
-		{"MetaPage1Checksum", func(t *testing.T, path string) { overwrite(t, path, 4096+pageHeaderSize+48+7, []byte{0xff}) }, "meta page 1: checksum mismatch"},
+		{"MetaPage1Checksum", func(t *testing.T, path string) { overwrite(t, path, 4096+16+48+7, []byte{0xff}) }, "meta page 1: checksum mismatch"}, // 16: the page header,
 		{"TruncatedToHalf", func(t *testing.T, path string) {
 			// Half of the pages in use: the file itself grows ahead of them (sparsely).
 			buf := make([]byte, 4096)
@@ -78,9 +80,10 @@ func TestDamagedDataFile(t *testing.T) {
 			_, err = f.ReadAt(buf, 0)
 			require.NoError(t, f.Close())
 			require.NoError(t, err)
-			m, err := decodeMeta(buf)
-			require.NoError(t, err)
-			require.NoError(t, os.Truncate(path, int64(m.pgid)*int64(m.pageSize)/2))
+			// Meta page 0, after the 16-byte page header: the page size at 8, the
+			// high-water mark (pages in use) at 40.
+			pageSize, pgid := binary.LittleEndian.Uint32(buf[16+8:]), binary.LittleEndian.Uint64(buf[16+40:])
+			require.NoError(t, os.Truncate(path, int64(pgid)*int64(pageSize)/2))
 		}, "truncated"},
 		{"TruncatedInsideMetaPage1", func(t *testing.T, path string) { require.NoError(t, os.Truncate(path, 5000)) }, "truncated"},
 	} {
@@ -127,10 +130,10 @@ func TestDamagedDataFile(t *testing.T) {
 	t.Run("MissingFileIsCreated", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "new", "duraton.db")
-		require.NoError(t, Validate(path))
+		require.NoError(t, boltkv.Validate(path))
 		s, err := Open(path, Options{})
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		require.NoError(t, Validate(path))
+		require.NoError(t, boltkv.Validate(path))
 	})
 }

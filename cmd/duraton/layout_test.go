@@ -18,12 +18,15 @@ const modulePath = "github.com/duraton/duraton"
 // package imports them.
 var allowedImports = map[string][]string{
 	"flowctl":                      {},
-	"storage":                      {"flowctl", "storage/internal/wal"},
+	"storage":                      {"flowctl", "storage/kv", "storage/internal/wal", "storage/internal/boltkv", "storage/internal/walkv"},
+	"storage/kv":                   {},
+	"storage/internal/boltkv":      {"storage/kv"},
+	"storage/internal/walkv":       {"storage/kv", "storage/internal/wal", "storage/internal/boltkv"},
 	"storage/internal/wal":         {},
 	"storage/internal/wal/waltest": {"storage/internal/wal"},
-	"storage/storagetest":          {"storage", "flowctl"},
+	"storage/storagetest":          {"storage", "storage/kv", "flowctl"},
 	"storage/pg/pgtest":            {"storage", "storage/pg"},
-	"storage/pg":                   {"storage"},
+	"storage/pg":                   {"storage/kv"},
 	"delivery/internal/sched":      {"storage", "flowctl"},
 	"delivery/internal/aimeter":    {"storage", "flowctl", "sdk/wire"},
 	"delivery/netguard":            {},

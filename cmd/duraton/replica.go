@@ -19,6 +19,7 @@ import (
 	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/server/replica"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/duraton/duraton/storage/pg"
 )
 
@@ -270,7 +271,7 @@ func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Po
 }
 
 // keepOpen is an engine whose Close leaves it open (runReplica closes it).
-type keepOpen struct{ storage.Engine }
+type keepOpen struct{ kv.Engine }
 
 func (keepOpen) Close() error { return nil }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // followerTokens tells a follower replica whether a request carries a valid API token,
@@ -16,7 +17,7 @@ import (
 // (server/replica). Valid tokens are remembered for a minute (at most 10,000); an
 // invalid one is looked up each time, as the leader would look it up after forwarding.
 type followerTokens struct {
-	engine storage.Engine
+	engine kv.Engine
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -29,7 +30,7 @@ const (
 	followerTokensMax = 10_000
 )
 
-func newFollowerTokens(e storage.Engine, log *slog.Logger) *followerTokens {
+func newFollowerTokens(e kv.Engine, log *slog.Logger) *followerTokens {
 	return &followerTokens{engine: e, log: log, now: time.Now, valid: map[string]time.Time{}}
 }
 

@@ -3,7 +3,7 @@ package pg
 import (
 	"fmt"
 
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // bucket is one bucket of a transaction.
@@ -60,8 +60,8 @@ func (b *bucket) Put(key, value []byte) error {
 	if len(key) == 0 {
 		return fmt.Errorf("pg: key required")
 	}
-	if len(key) > storage.MaxKeyBytes {
-		return fmt.Errorf("pg: %w: %d bytes, the limit is %d", storage.ErrKeyTooLarge, len(key), storage.MaxKeyBytes)
+	if len(key) > kv.MaxKeyBytes {
+		return fmt.Errorf("pg: %w: %d bytes, the limit is %d", kv.ErrKeyTooLarge, len(key), kv.MaxKeyBytes)
 	}
 	if b.t.err != nil {
 		return b.t.err
@@ -93,15 +93,15 @@ func (b *bucket) set(key []byte, st *keyState) {
 	s.dirty++
 }
 
-func (b *bucket) Cursor() storage.KVCursor { return &cursor{b: b} }
+func (b *bucket) Cursor() kv.Cursor { return &cursor{b: b} }
 
-func (b *bucket) Bucket(name []byte) storage.KVBucket { return b.t.bucketIn(b.id, name) }
+func (b *bucket) Bucket(name []byte) kv.Bucket { return b.t.bucketIn(b.id, name) }
 
-func (b *bucket) CreateBucket(name []byte) (storage.KVBucket, error) {
+func (b *bucket) CreateBucket(name []byte) (kv.Bucket, error) {
 	return b.t.createIn(b.id, name, false)
 }
 
-func (b *bucket) CreateBucketIfNotExists(name []byte) (storage.KVBucket, error) {
+func (b *bucket) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	return b.t.createIn(b.id, name, true)
 }
 

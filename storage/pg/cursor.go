@@ -14,14 +14,14 @@ import (
 type cursor struct {
 	b *bucket
 
-	rows    []kv
+	rows    []row
 	pos     int  // index in rows of the current row
 	forward bool // rows ascend (else descend)
 	more    bool // the page was full: more rows may follow in its direction
 	size    int  // next page's size
 }
 
-type kv struct{ k, v []byte }
+type row struct{ k, v []byte }
 
 const (
 	firstPage = 16
@@ -65,7 +65,7 @@ func (c *cursor) load(from []byte, incl, forward bool) {
 		return
 	}
 	for rows.Next() {
-		var r kv
+		var r row
 		if err := rows.Scan(&r.k, &r.v); err != nil {
 			rows.Close()
 			t.fail(fmt.Errorf("pg: scan: %w", err))

@@ -1,5 +1,5 @@
 // Package pg is the PostgreSQL storage engine: storage's buckets of ordered keys (the
-// engine seam in storage/kv.go) kept in two tables, so every Tx method, record codec and
+// engine seam in storage/kv) kept in two tables, so every Tx method, record codec and
 // engine behaviour runs unchanged on a database several `duraton serve` replicas share.
 //
 // It owns the schema (embedded migrations, applied on open under an advisory lock, so
@@ -9,4 +9,8 @@
 // transaction it writes is fenced by the lease's epoch, so a replica that lost the lease
 // cannot write after another took over. A resignation NOTIFYs the followers (watch.go):
 // a wake-up hint only, on top of their polling.
+//
+// pg implements the seam and returns the seam's errors (kv.ErrKeyTooLarge, kv.ErrFenced);
+// it does not import the domain store, whose records it never reads. Its tests run the
+// store (package storage) and the shared suite (storage/storagetest) on it.
 package pg

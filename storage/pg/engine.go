@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Config configures the engine. URL is required; zero fields take the defaults.
@@ -57,7 +57,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Engine is storage.Engine on PostgreSQL. It is safe for concurrent use.
+// Engine is kv.Engine on PostgreSQL. It is safe for concurrent use.
 type Engine struct {
 	pool *pgxpool.Pool
 	cfg  Config
@@ -91,7 +91,7 @@ type bucketKey struct {
 	name   string
 }
 
-var _ storage.Engine = (*Engine)(nil)
+var _ kv.Engine = (*Engine)(nil)
 
 // Open connects, applies the migrations the database lacks and returns the engine.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
@@ -135,16 +135,16 @@ func (e *Engine) Close() error {
 func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
 
 // View runs fn in a read-only REPEATABLE READ transaction: one snapshot.
-func (e *Engine) View(fn func(storage.KVTx) error) error { return e.run(false, fn) }
+func (e *Engine) View(fn func(kv.Tx) error) error { return e.run(false, fn) }
 
 // Update runs fn in a read-write transaction and commits it (PostgreSQL's commit is
 // durable: synchronous_commit must stay on, the default). Updates run one at a time
 // (writeMu): one writer per database, which the lease makes true across replicas. When this process leads, the
 // transaction first takes a share lock on the lease row and checks the epoch: a takeover
-// waits for it, and after a takeover it fails with storage.ErrFenced.
-func (e *Engine) Update(fn func(storage.KVTx) error) error { return e.run(true, fn) }
+// waits for it, and after a takeover it fails with kv.ErrFenced.
+func (e *Engine) Update(fn func(kv.Tx) error) error { return e.run(true, fn) }
 
-func (e *Engine) run(write bool, fn func(storage.KVTx) error) error {
+func (e *Engine) run(write bool, fn func(kv.Tx) error) error {
 	if !write {
 		// A read is not run again (its function may not be safe to repeat); the pool's
 		// other connections are dropped, as likely dead as this one.
@@ -170,7 +170,7 @@ func (e *Engine) run(write bool, fn func(storage.KVTx) error) error {
 
 // attempt runs fn in one transaction. connLost reports a failure of the connection
 // before anything was committed: a write that may be run again.
-func (e *Engine) attempt(write bool, fn func(storage.KVTx) error) (connLost bool, err error) {
+func (e *Engine) attempt(write bool, fn func(kv.Tx) error) (connLost bool, err error) {
 	s, err := e.session(e.ctx, write)
 	if err != nil {
 		return false, err
@@ -229,7 +229,7 @@ func (e *Engine) checkFence(s *session) error {
 	err := s.QueryRow(`SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
 		f.holder, f.epoch).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.ErrFenced
+		return kv.ErrFenced
 	}
 	if err != nil {
 		return fmt.Errorf("pg: check lease: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/duraton/duraton/storage/pg"
 	"github.com/duraton/duraton/storage/pg/pgtest"
 )
@@ -211,7 +212,7 @@ func TestWriteRetriedOnDeadConnection(t *testing.T) {
 			e.Fence("a", epoch)
 		}
 		put := func(k string) error {
-			return e.Update(func(tx storage.KVTx) error {
+			return e.Update(func(tx kv.Tx) error {
 				b, err := tx.CreateBucketIfNotExists([]byte("b"))
 				if err != nil {
 					return err
@@ -230,7 +231,7 @@ func TestWriteRetriedOnDeadConnection(t *testing.T) {
 		require.Positive(t, killed, "the pool had a connection to kill")
 
 		require.NoError(t, put("after"), "fenced=%v", fenced)
-		require.NoError(t, e.View(func(tx storage.KVTx) error {
+		require.NoError(t, e.View(func(tx kv.Tx) error {
 			require.NotNil(t, tx.Bucket([]byte("b")).Get([]byte("after")))
 			return nil
 		}))

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/duraton/duraton/storage/pg"
 	"github.com/duraton/duraton/storage/pg/pgtest"
 	"github.com/duraton/duraton/storage/storagetest"
@@ -33,7 +34,7 @@ func TestSuite(t *testing.T) {
 func TestSuiteKV(t *testing.T) {
 	for name, open := range engines {
 		t.Run(name, func(t *testing.T) {
-			storagetest.ExerciseKV(t, func(t *testing.T) storage.Engine { return open(t) })
+			storagetest.ExerciseKV(t, func(t *testing.T) kv.Engine { return open(t) })
 		})
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // tx is one SQL transaction behind storage's seam. Writes are kept in memory (with what
@@ -61,9 +61,9 @@ func (t *tx) states(bucket int64) *keyStates {
 	return s
 }
 
-func (t *tx) Bucket(name []byte) storage.KVBucket { return t.bucketIn(0, name) }
+func (t *tx) Bucket(name []byte) kv.Bucket { return t.bucketIn(0, name) }
 
-func (t *tx) CreateBucketIfNotExists(name []byte) (storage.KVBucket, error) {
+func (t *tx) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	return t.createIn(0, name, true)
 }
 
@@ -92,7 +92,7 @@ func (t *tx) lookup(parent int64, name []byte) (int64, bool) {
 	return id, true
 }
 
-func (t *tx) bucketIn(parent int64, name []byte) storage.KVBucket {
+func (t *tx) bucketIn(parent int64, name []byte) kv.Bucket {
 	id, ok := t.lookup(parent, name)
 	if !ok {
 		return nil
@@ -103,15 +103,15 @@ func (t *tx) bucketIn(parent int64, name []byte) storage.KVBucket {
 // errBucketExists matches bbolt's message for the same mistake.
 var errBucketExists = errors.New("bucket already exists")
 
-func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (storage.KVBucket, error) {
+func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (kv.Bucket, error) {
 	if !t.write {
 		return nil, errReadOnly
 	}
 	if len(name) == 0 {
 		return nil, errors.New("pg: bucket name required")
 	}
-	if len(name) > storage.MaxKeyBytes {
-		return nil, fmt.Errorf("pg: bucket name: %w: %d bytes, the limit is %d", storage.ErrKeyTooLarge, len(name), storage.MaxKeyBytes)
+	if len(name) > kv.MaxKeyBytes {
+		return nil, fmt.Errorf("pg: bucket name: %w: %d bytes, the limit is %d", kv.ErrKeyTooLarge, len(name), kv.MaxKeyBytes)
 	}
 	if id, ok := t.lookup(parent, name); ok {
 		if ifMissing {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The retention indexes on data written before them: a test writes records with
@@ -41,7 +42,7 @@ func BackfillPopulate(t *testing.T, s *storage.Store) {
 
 // StripSweepIndexes removes the retention indexes' entries and their built mark from
 // every project, through the engine seam.
-func StripSweepIndexes(tx storage.KVTx) error {
+func StripSweepIndexes(tx kv.Tx) error {
 	root := tx.Bucket([]byte("projects"))
 	return root.ForEachBucket(func(name []byte) error {
 		p := root.Bucket(name)

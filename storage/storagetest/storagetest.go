@@ -2,9 +2,11 @@
 // makes the group committer's "a write function may run twice" rule happen on every
 // write, and Faults injects storage errors into chosen reads and writes. It also holds
 // the storage behaviour suite every engine passes: Exercise (the Tx methods the engine
-// relies on) and ExerciseKV (the engine seam), run on bbolt by storage/suite_test.go and
-// on PostgreSQL by storage/pg/suite_test.go. Test support only: production packages
-// never import it (DESIGN.md, "Who may import whom").
+// relies on) and ExerciseKV (the engine seam), run on the embedded engine by
+// storage/suite_test.go, on each engine by its package's suite_test.go
+// (storage/internal/boltkv, storage/internal/walkv) and on PostgreSQL by
+// storage/pg/suite_test.go. Test support only: production packages
+// never import it (docs/architecture.md, "Import rules and why").
 package storagetest
 
 import (

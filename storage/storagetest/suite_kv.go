@@ -9,18 +9,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/stretchr/testify/require"
-
-	"github.com/duraton/duraton/storage"
 )
 
-// The engine seam (storage/kv.go) driven directly, the way Tx uses it: bbolt's model of
+// The engine seam (storage/kv) driven directly, the way Tx uses it: bbolt's model of
 // nested buckets of byte-ordered keys. The buckets are named as the store names them
 // ("projects" / <project> / "logs", ...), so an engine that treats some specially is
 // exercised as the store exercises it.
 
 // OpenEngine returns a fresh, empty engine for t and closes it when t ends.
-type OpenEngine func(t *testing.T) storage.Engine
+type OpenEngine func(t *testing.T) kv.Engine
 
 // ExerciseKV runs the engine seam's tests against engines made by open.
 func ExerciseKV(t *testing.T, open OpenEngine) {
@@ -36,14 +35,14 @@ var errRollback = errors.New("storagetest: roll back")
 
 // kvUpdate runs fn in an Update of e on the bucket projects/p/<sub>, creating the buckets
 // on the way as the store does.
-func kvUpdate(t *testing.T, e storage.Engine, sub string, fn func(b storage.KVBucket) error) {
+func kvUpdate(t *testing.T, e kv.Engine, sub string, fn func(b kv.Bucket) error) {
 	t.Helper()
 	require.NoError(t, kvTry(e, sub, fn))
 }
 
 // kvTry is kvUpdate that returns the error.
-func kvTry(e storage.Engine, sub string, fn func(b storage.KVBucket) error) error {
-	return e.Update(func(tx storage.KVTx) error {
+func kvTry(e kv.Engine, sub string, fn func(b kv.Bucket) error) error {
+	return e.Update(func(tx kv.Tx) error {
 		b, err := subBucket(tx, sub, true)
 		if err != nil {
 			return err
@@ -52,9 +51,9 @@ func kvTry(e storage.Engine, sub string, fn func(b storage.KVBucket) error) erro
 	})
 }
 
-func kvView(t *testing.T, e storage.Engine, sub string, fn func(b storage.KVBucket) error) {
+func kvView(t *testing.T, e kv.Engine, sub string, fn func(b kv.Bucket) error) {
 	t.Helper()
-	require.NoError(t, e.View(func(tx storage.KVTx) error {
+	require.NoError(t, e.View(func(tx kv.Tx) error {
 		b, err := subBucket(tx, sub, false)
 		if err != nil {
 			return err
@@ -64,7 +63,7 @@ func kvView(t *testing.T, e storage.Engine, sub string, fn func(b storage.KVBuck
 }
 
 // subBucket opens (or creates) projects/p/<sub>.
-func subBucket(tx storage.KVTx, sub string, create bool) (storage.KVBucket, error) {
+func subBucket(tx kv.Tx, sub string, create bool) (kv.Bucket, error) {
 	if create {
 		root, err := tx.CreateBucketIfNotExists([]byte("projects"))
 		if err != nil {
@@ -96,7 +95,7 @@ func subBucket(tx storage.KVTx, sub string, create bool) (storage.KVBucket, erro
 var kvKeys = [][]byte{{0x00}, {0x00, 0x00}, {0x01}, []byte("a"), []byte("a\x00"), []byte("a\x00b"), []byte("a\x01"), []byte("ab"), []byte("b"), {0x7f}, {0x80}, {0xff}, {0xff, 0xff}}
 
 // putKeys stores kvKeys, each with a value naming it (in a shuffled order).
-func putKeys(b storage.KVBucket) error {
+func putKeys(b kv.Bucket) error {
 	for i := range kvKeys {
 		k := kvKeys[(i*5)%len(kvKeys)]
 		if err := b.Put(k, append([]byte("v:"), k...)); err != nil {
@@ -107,7 +106,7 @@ func putKeys(b storage.KVBucket) error {
 }
 
 // walk moves c with step from the first pair and returns the keys, checking each value.
-func walk(t *testing.T, c storage.KVCursor, first func() ([]byte, []byte), step func() ([]byte, []byte)) [][]byte {
+func walk(t *testing.T, c kv.Cursor, first func() ([]byte, []byte), step func() ([]byte, []byte)) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for k, v := first(); k != nil; k, v = step() {
@@ -126,17 +125,17 @@ func reversed(ks [][]byte) [][]byte {
 	return out
 }
 
-var kvTests = map[string]func(*testing.T, storage.Engine){
+var kvTests = map[string]func(*testing.T, kv.Engine){
 	"ModelCheck": modelCheck, // suite_kvmodel.go
 	// Updates called concurrently behave as if one at a time: read-modify-write
 	// increments from several goroutines lose none.
-	"ConcurrentUpdatesSerialise": func(t *testing.T, e storage.Engine) {
+	"ConcurrentUpdatesSerialise": func(t *testing.T, e kv.Engine) {
 		const writers, each = 4, 25
 		var wg sync.WaitGroup
 		for range writers {
 			wg.Go(func() {
 				for range each {
-					err := kvTry(e, "counter", func(b storage.KVBucket) error {
+					err := kvTry(e, "counter", func(b kv.Bucket) error {
 						n := 0
 						if v := b.Get([]byte("n")); v != nil {
 							var err error
@@ -154,7 +153,7 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			})
 		}
 		wg.Wait()
-		kvView(t, e, "counter", func(b storage.KVBucket) error {
+		kvView(t, e, "counter", func(b kv.Bucket) error {
 			require.Equal(t, strconv.Itoa(writers*each), string(b.Get([]byte("n"))))
 			return nil
 		})
@@ -162,9 +161,9 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 	// A cursor walks keys in unsigned byte order both ways; Seek lands on the first key at
 	// or after its argument; each move past an end gives nil; a cursor sees the
 	// transaction's own writes and deletes.
-	"CursorOrder": func(t *testing.T, e storage.Engine) {
+	"CursorOrder": func(t *testing.T, e kv.Engine) {
 		kvUpdate(t, e, "logs", putKeys)
-		check := func(b storage.KVBucket, want [][]byte) {
+		check := func(b kv.Bucket, want [][]byte) {
 			c := b.Cursor()
 			require.Equal(t, want, walk(t, c, c.First, c.Next))
 			require.Equal(t, reversed(want), walk(t, c, c.Last, c.Prev))
@@ -189,11 +188,11 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			k, _ = c.Prev()
 			require.Nil(t, k, "Prev before the first key")
 		}
-		kvView(t, e, "logs", func(b storage.KVBucket) error { check(b, kvKeys); return nil })
+		kvView(t, e, "logs", func(b kv.Bucket) error { check(b, kvKeys); return nil })
 
 		// The same in the writing transaction, over its own writes and deletes (then
 		// rolled back: a later read sees the committed keys only).
-		err := kvTry(e, "logs", func(b storage.KVBucket) error {
+		err := kvTry(e, "logs", func(b kv.Bucket) error {
 			check(b, kvKeys)
 			if err := b.Delete([]byte("a\x00")); err != nil {
 				return err
@@ -213,9 +212,9 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			return errRollback
 		})
 		require.ErrorIs(t, err, errRollback)
-		kvView(t, e, "logs", func(b storage.KVBucket) error { check(b, kvKeys); return nil })
+		kvView(t, e, "logs", func(b kv.Bucket) error { check(b, kvKeys); return nil })
 		// An empty bucket.
-		kvUpdate(t, e, "dlq", func(b storage.KVBucket) error {
+		kvUpdate(t, e, "dlq", func(b kv.Bucket) error {
 			c := b.Cursor()
 			for _, move := range []func() ([]byte, []byte){c.First, c.Last, func() ([]byte, []byte) { return c.Seek([]byte("a")) }} {
 				k, v := move()
@@ -228,9 +227,9 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 	// Deleting under a cursor while walking, as the sweeps do: re-seek after each
 	// delete (deletePrefix, the rate log), First after each delete (retention), and a
 	// bucket Delete of the key the cursor is on (gate prefixes).
-	"DeleteWhileWalking": func(t *testing.T, e storage.Engine) {
+	"DeleteWhileWalking": func(t *testing.T, e kv.Engine) {
 		kvUpdate(t, e, "rundata", putKeys)
-		kvUpdate(t, e, "rundata", func(b storage.KVBucket) error {
+		kvUpdate(t, e, "rundata", func(b kv.Bucket) error {
 			prefix := []byte("a\x00")
 			c := b.Cursor()
 			n := 0
@@ -263,14 +262,14 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			return nil
 		})
 		want := [][]byte{[]byte("a"), []byte("a\x01"), []byte("ab"), []byte("b"), {0x7f}, {0x80}}
-		kvView(t, e, "rundata", func(b storage.KVBucket) error {
+		kvView(t, e, "rundata", func(b kv.Bucket) error {
 			c := b.Cursor()
 			require.Equal(t, want, walk(t, c, c.First, c.Next))
 			require.Equal(t, len(want), b.KeyCount())
 			return nil
 		})
 		// Deleting everything through a cursor leaves an empty bucket.
-		kvUpdate(t, e, "rundata", func(b storage.KVBucket) error {
+		kvUpdate(t, e, "rundata", func(b kv.Bucket) error {
 			c := b.Cursor()
 			for k, _ := c.First(); k != nil; k, _ = c.First() {
 				if err := c.Delete(); err != nil {
@@ -285,8 +284,8 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 	},
 	// Get sees a Put and a Delete of the same transaction at once; a later transaction
 	// sees what committed; a rolled-back one leaves nothing, its buckets included.
-	"TransactionVisibility": func(t *testing.T, e storage.Engine) {
-		kvUpdate(t, e, "messages", func(b storage.KVBucket) error {
+	"TransactionVisibility": func(t *testing.T, e kv.Engine) {
+		kvUpdate(t, e, "messages", func(b kv.Bucket) error {
 			require.Nil(t, b.Get([]byte("k")))
 			if err := b.Put([]byte("k"), []byte("v1")); err != nil {
 				return err
@@ -305,12 +304,12 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			require.Nil(t, b.Get([]byte("gone")))
 			return b.Delete([]byte("never-there"))
 		})
-		kvView(t, e, "messages", func(b storage.KVBucket) error {
+		kvView(t, e, "messages", func(b kv.Bucket) error {
 			require.Equal(t, []byte("v2"), b.Get([]byte("k")))
 			require.Nil(t, b.Get([]byte("gone")))
 			return nil
 		})
-		err := e.Update(func(tx storage.KVTx) error {
+		err := e.Update(func(tx kv.Tx) error {
 			b, err := subBucket(tx, "messages", false)
 			if err != nil {
 				return err
@@ -334,7 +333,7 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			return errRollback
 		})
 		require.ErrorIs(t, err, errRollback, "Update returns fn's error")
-		require.NoError(t, e.View(func(tx storage.KVTx) error {
+		require.NoError(t, e.View(func(tx kv.Tx) error {
 			require.Nil(t, tx.Bucket([]byte("rolledback")), "a bucket created in a rolled-back transaction")
 			p := tx.Bucket([]byte("projects")).Bucket([]byte(projectP))
 			require.Nil(t, p.Bucket([]byte("rolledback-sub")))
@@ -345,7 +344,7 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 		}))
 		// The bucket names of the rolled-back transaction are free: created again, they
 		// take keys that a later transaction reads.
-		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+		require.NoError(t, e.Update(func(tx kv.Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte("rolledback"))
 			if err != nil {
 				return err
@@ -359,23 +358,23 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			}
 			return sub.Put([]byte("k"), []byte("sub"))
 		}))
-		require.NoError(t, e.View(func(tx storage.KVTx) error {
+		require.NoError(t, e.View(func(tx kv.Tx) error {
 			require.Equal(t, []byte("root"), tx.Bucket([]byte("rolledback")).Get([]byte("k")))
 			require.Equal(t, []byte("sub"), tx.Bucket([]byte("projects")).Bucket([]byte(projectP)).Bucket([]byte("rolledback-sub")).Get([]byte("k")))
 			return nil
 		}))
 		// A large value and a binary one come back byte for byte.
 		big := bytes.Repeat([]byte{0x00, 0xff, 'x', 0x80}, 1<<18) // 1 MiB
-		kvUpdate(t, e, "messages", func(b storage.KVBucket) error { return b.Put([]byte("big"), big) })
-		kvView(t, e, "messages", func(b storage.KVBucket) error {
+		kvUpdate(t, e, "messages", func(b kv.Bucket) error { return b.Put([]byte("big"), big) })
+		kvView(t, e, "messages", func(b kv.Bucket) error {
 			require.True(t, bytes.Equal(big, b.Get([]byte("big"))))
 			return nil
 		})
 	},
 	// Nested buckets: created once, found again, listed in order apart from keys, never
 	// read as keys; KeyCount counts keys only, the transaction's own writes included.
-	"NestedBuckets": func(t *testing.T, e storage.Engine) {
-		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+	"NestedBuckets": func(t *testing.T, e kv.Engine) {
+		require.NoError(t, e.Update(func(tx kv.Tx) error {
 			require.Nil(t, tx.Bucket([]byte("projects")))
 			root, err := tx.CreateBucketIfNotExists([]byte("projects"))
 			if err != nil {
@@ -419,7 +418,7 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			require.Nil(t, p1.Bucket([]byte("a-key")), "a key is not a bucket")
 			return nil
 		}))
-		require.NoError(t, e.View(func(tx storage.KVTx) error {
+		require.NoError(t, e.View(func(tx kv.Tx) error {
 			root := tx.Bucket([]byte("projects"))
 			var names []string
 			require.NoError(t, root.ForEachBucket(func(name []byte) error { names = append(names, string(name)); return nil }))
@@ -444,19 +443,19 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			return nil
 		}))
 		// A bucket created by an earlier transaction takes keys in a later one.
-		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+		require.NoError(t, e.Update(func(tx kv.Tx) error {
 			p2 := tx.Bucket([]byte("projects")).Bucket([]byte("p2"))
 			return p2.Bucket([]byte("meta")).Put([]byte("project"), []byte("two"))
 		}))
-		require.NoError(t, e.View(func(tx storage.KVTx) error {
+		require.NoError(t, e.View(func(tx kv.Tx) error {
 			require.Equal(t, []byte("two"), tx.Bucket([]byte("projects")).Bucket([]byte("p2")).Bucket([]byte("meta")).Get([]byte("project")))
 			return nil
 		}))
 	},
 	// ForEach visits keys in order, keys with empty values included (the rate log and the
 	// run index store nothing but keys); an error from fn stops it and is returned.
-	"ForEachAndEmptyValues": func(t *testing.T, e storage.Engine) {
-		kvUpdate(t, e, "ratelog", func(b storage.KVBucket) error {
+	"ForEachAndEmptyValues": func(t *testing.T, e kv.Engine) {
+		kvUpdate(t, e, "ratelog", func(b kv.Bucket) error {
 			for _, k := range []string{"k\x00\x02", "k\x00\x01", "j"} {
 				if err := b.Put([]byte(k), nil); err != nil {
 					return err
@@ -465,7 +464,7 @@ var kvTests = map[string]func(*testing.T, storage.Engine){
 			require.Equal(t, 3, b.KeyCount())
 			return b.Put([]byte("x"), []byte{})
 		})
-		kvView(t, e, "ratelog", func(b storage.KVBucket) error {
+		kvView(t, e, "ratelog", func(b kv.Bucket) error {
 			var keys []string
 			require.NoError(t, b.ForEach(func(k, v []byte) error {
 				require.Empty(t, v)

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/stretchr/testify/require"
-
-	"github.com/duraton/duraton/storage"
 )
 
 // A model check of the engine seam: random puts, deletes, reads and cursor moves in
@@ -51,7 +50,7 @@ func modelKey(r *rand.Rand) []byte {
 }
 
 // checkContent walks the whole bucket both ways and compares it with the model.
-func checkContent(t *testing.T, b storage.KVBucket, m kvModel, what string) {
+func checkContent(t *testing.T, b kv.Bucket, m kvModel, what string) {
 	t.Helper()
 	want := m.sorted()
 	var got []string
@@ -70,7 +69,7 @@ func checkContent(t *testing.T, b storage.KVBucket, m kvModel, what string) {
 }
 
 // runModelTx applies n random operations to b and m, checking each result.
-func runModelTx(t *testing.T, r *rand.Rand, b storage.KVBucket, m kvModel, n int) {
+func runModelTx(t *testing.T, r *rand.Rand, b kv.Bucket, m kvModel, n int) {
 	t.Helper()
 	keys := m.sorted()
 	c := b.Cursor()
@@ -153,10 +152,10 @@ func runModelTx(t *testing.T, r *rand.Rand, b storage.KVBucket, m kvModel, n int
 
 // modelCheck fills a bucket, then runs rounds of random operations, every third round
 // rolled back, checking the content inside each transaction and in the next.
-func modelCheck(t *testing.T, e storage.Engine) {
+func modelCheck(t *testing.T, e kv.Engine) {
 	r := rand.New(rand.NewPCG(16, 2026))
 	m := kvModel{}
-	kvUpdate(t, e, "rundata", func(b storage.KVBucket) error {
+	kvUpdate(t, e, "rundata", func(b kv.Bucket) error {
 		for range 1200 {
 			k := modelKey(r)
 			m[string(k)] = append([]byte("v"), k...)
@@ -166,11 +165,11 @@ func modelCheck(t *testing.T, e storage.Engine) {
 		}
 		return nil
 	})
-	kvView(t, e, "rundata", func(b storage.KVBucket) error { checkContent(t, b, m, "after the fill"); return nil })
+	kvView(t, e, "rundata", func(b kv.Bucket) error { checkContent(t, b, m, "after the fill"); return nil })
 	for round := range 12 {
 		rollback := round%3 == 2
 		work := m.clone()
-		err := kvTry(e, "rundata", func(b storage.KVBucket) error {
+		err := kvTry(e, "rundata", func(b kv.Bucket) error {
 			runModelTx(t, r, b, work, 300)
 			checkContent(t, b, work, "inside the transaction")
 			if rollback {
@@ -184,7 +183,7 @@ func modelCheck(t *testing.T, e storage.Engine) {
 			require.NoError(t, err)
 			m = work
 		}
-		kvView(t, e, "rundata", func(b storage.KVBucket) error {
+		kvView(t, e, "rundata", func(b kv.Bucket) error {
 			checkContent(t, b, m, "in a later transaction")
 			require.Equal(t, len(m), b.KeyCount())
 			return nil

@@ -1,14 +1,13 @@
-package storage
+package walkv
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/duraton/duraton/storage/internal/boltkv"
 	"github.com/duraton/duraton/storage/internal/wal"
 )
 
@@ -41,15 +40,16 @@ type DroppedLog struct {
 // by a server: the lock is taken, shared) as Open would replay it, writing nothing. It
 // returns the damage Open would refuse, or nil.
 func CheckLog(dbPath string) (*LogDamage, error) {
-	db, err := openReadOnly(dbPath)
+	db, err := boltkv.OpenReadOnly(dbPath)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	return checkLog(db)
+	return CheckLogDB(db)
 }
 
-func checkLog(db *bolt.DB) (*LogDamage, error) {
+// CheckLogDB is CheckLog for the data file db, open read-only (storage.Check).
+func CheckLogDB(db *bolt.DB) (*LogDamage, error) {
 	segs, err := wal.List(wal.OS{}, db.Path())
 	if err != nil || len(segs) == 0 {
 		return nil, err
@@ -73,12 +73,12 @@ func checkLog(db *bolt.DB) (*LogDamage, error) {
 // bytes held is lost; the report says how much.
 func DropLogAfter(dbPath string, offset int64) (DroppedLog, error) {
 	var out DroppedLog
-	db, err := openReadOnly(dbPath)
+	db, err := boltkv.OpenReadOnly(dbPath)
 	if err != nil {
 		return out, err
 	}
 	defer db.Close()
-	d, err := checkLog(db)
+	d, err := CheckLogDB(db)
 	switch {
 	case err != nil:
 		return out, err
@@ -132,28 +132,6 @@ func DropLogAfter(dbPath string, offset int64) (DroppedLog, error) {
 		return out, fmt.Errorf("storage: %w", err)
 	}
 	return out, nil
-}
-
-// openReadOnly opens the data file at path read-only under bbolt's shared lock, after
-// the checks Open makes: a running server makes it fail with ErrLocked.
-func openReadOnly(path string) (*bolt.DB, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
-	}
-	if err := Validate(path); err != nil {
-		return nil, err
-	}
-	if err := walkTree(path, time.Second); err != nil {
-		return nil, err
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("storage: open %s: %w", path, ErrLocked)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, err)
-	}
-	return db, nil
 }
 
 // LogDamageIn is the write-ahead log damage err reports (from Open), nil if it is not

@@ -1,4 +1,4 @@
-package storage
+package boltkv
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -17,7 +18,7 @@ import (
 // rebuilds its freelist at open (NoFreelistSync) by walking the tree in a goroutine of
 // its own, where a damaged page (one that does not carry its own number, a child page
 // past the end, a cycle) panics beyond any recover, and `tx.Check` does the same walk
-// first. Walking it here before bbolt does turns that damage into ErrCorrupt.
+// first. Walking it here before bbolt does turns that damage into kv.ErrCorrupt.
 
 const (
 	branchPageFlag = 0x01
@@ -37,7 +38,7 @@ type treeWalker struct {
 }
 
 // walkTree checks the data file at path page by page, read-only, under bbolt's shared
-// lock (a running server makes it fail with ErrLocked). The error wraps ErrCorrupt,
+// lock (a running server makes it fail with kv.ErrLocked). The error wraps kv.ErrCorrupt,
 // naming the file and the page, for damage.
 func walkTree(path string, lockTimeout time.Duration) error {
 	f, m, err := validatedFile(path)
@@ -49,14 +50,14 @@ func walkTree(path string, lockTimeout time.Duration) error {
 	// freelist is loaded): a writer cannot change the file under the walk.
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return fmt.Errorf("storage: open %s: %w", path, ErrLocked)
+		return fmt.Errorf("storage: open %s: %w", path, kv.ErrLocked)
 	}
 	if err != nil {
-		return fmt.Errorf("storage: open %s: %w: %v", path, ErrCorrupt, err)
+		return fmt.Errorf("storage: open %s: %w: %v", path, kv.ErrCorrupt, err)
 	}
 	defer db.Close()
 	if err := checkTree(f, m); err != nil {
-		return fmt.Errorf("storage: %s: %w: %v", path, ErrCorrupt, err)
+		return fmt.Errorf("storage: %s: %w: %v", path, kv.ErrCorrupt, err)
 	}
 	return nil
 }

@@ -1,12 +1,10 @@
-package storage_test
+package walkv_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,11 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/internal/walkv"
+	"github.com/duraton/duraton/storage/kv"
 )
 
-// Recovery and crash tests of the write-ahead-logged engine (storage/wal_*.go). A crash
-// is CrashWALEngineForTest: the segment file and bbolt are closed as a killed process
+// Recovery and crash tests of the write-ahead-logged engine (this package). A crash
+// is CrashForTest: the segment file and bbolt are closed as a killed process
 // leaves them, without Close's checkpoint and without deleting the log. States a crash
 // can leave that a clean run never shows (a crash inside a checkpoint, inside a replay)
 // are built from copies of the real files taken at the right moments.
@@ -53,17 +52,17 @@ func walDataFile(t *testing.T) (dir, db string) {
 	return dir, filepath.Join(dir, "kv.db")
 }
 
-func openWAL(t require.TestingT, dir string, limit int64) storage.Engine {
-	e, err := storage.OpenWALEngineForTest(dir, limit)
+func openWAL(t require.TestingT, dir string, limit int64) kv.Engine {
+	e, err := walkv.OpenForTest(dir, limit)
 	require.NoError(t, err)
 	return e
 }
 
-func crashWAL(t require.TestingT, e storage.Engine) {
-	require.NoError(t, storage.CrashWALEngineForTest(e))
+func crashWAL(t require.TestingT, e kv.Engine) {
+	require.NoError(t, walkv.CrashForTest(e))
 }
 
-func forceCheckpoint(t require.TestingT, e storage.Engine) {
+func forceCheckpoint(t require.TestingT, e kv.Engine) {
 	require.NoError(t, e.(checkpointer).Checkpoint())
 }
 
@@ -161,7 +160,7 @@ func (m model) ensure(path []string) {
 }
 
 // openPath opens (creating) the nested buckets of path.
-func openPath(tx storage.KVTx, path []string) (storage.KVBucket, error) {
+func openPath(tx kv.Tx, path []string) (kv.Bucket, error) {
 	b, err := tx.CreateBucketIfNotExists([]byte(path[0]))
 	if err != nil {
 		return nil, err
@@ -176,7 +175,7 @@ func openPath(tx storage.KVTx, path []string) (storage.KVBucket, error) {
 
 // dump reads everything under the root buckets named, checking on the way that the
 // cursors' walks forward and backward, Seek, ForEach, Get, KeyCount and Bucket agree.
-func dump(t require.TestingT, tx storage.KVTx, roots []string) model {
+func dump(t require.TestingT, tx kv.Tx, roots []string) model {
 	out := model{}
 	for _, r := range roots {
 		b := tx.Bucket([]byte(r))
@@ -189,27 +188,27 @@ func dump(t require.TestingT, tx storage.KVTx, roots []string) model {
 	return out
 }
 
-type kv struct{ k, v string }
+type pair struct{ k, v string }
 
-func dumpBucket(t require.TestingT, b storage.KVBucket, prefix string, out model) {
-	var fwd, back, each []kv
+func dumpBucket(t require.TestingT, b kv.Bucket, prefix string, out model) {
+	var fwd, back, each []pair
 	isBucket := map[string]bool{}
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		fwd = append(fwd, kv{string(k), string(v)})
+		fwd = append(fwd, pair{string(k), string(v)})
 		isBucket[string(k)] = v == nil
 	}
 	for k, v := c.Last(); k != nil; k, v = c.Prev() {
-		back = append(back, kv{string(k), string(v)})
+		back = append(back, pair{string(k), string(v)})
 	}
 	slices.Reverse(back)
 	require.Equal(t, fwd, back, "%s: the walk backward is not the walk forward reversed", prefix)
-	require.True(t, slices.IsSortedFunc(fwd, func(a, b kv) int { return strings.Compare(a.k, b.k) }), "%s: walk out of order", prefix)
+	require.True(t, slices.IsSortedFunc(fwd, func(a, b pair) int { return strings.Compare(a.k, b.k) }), "%s: walk out of order", prefix)
 	for i := 1; i < len(fwd); i++ {
 		require.NotEqual(t, fwd[i-1].k, fwd[i].k, "%s: key twice", prefix)
 	}
 	require.NoError(t, b.ForEach(func(k, v []byte) error {
-		each = append(each, kv{string(k), string(v)})
+		each = append(each, pair{string(k), string(v)})
 		return nil
 	}))
 	require.Equal(t, fwd, each, "%s: ForEach", prefix)
@@ -244,8 +243,8 @@ func dumpBucket(t require.TestingT, b storage.KVBucket, prefix string, out model
 }
 
 // requireContent checks that e holds exactly m under the root buckets named.
-func requireContent(t require.TestingT, e storage.Engine, roots []string, m model) {
-	require.NoError(t, e.View(func(tx storage.KVTx) error {
+func requireContent(t require.TestingT, e kv.Engine, roots []string, m model) {
+	require.NoError(t, e.View(func(tx kv.Tx) error {
 		require.Equal(t, map[string]string(m), map[string]string(dump(t, tx, roots)))
 		return nil
 	}))
@@ -255,14 +254,14 @@ var errRollback = errors.New("rolled back on purpose")
 
 // workload commits n transactions of puts, deletes and nested buckets (a new root bucket
 // and nested buckets every so often), every seventh one rolled back, into e and m.
-func workload(t require.TestingT, e storage.Engine, m model, roots *[]string, from, n int) {
+func workload(t require.TestingT, e kv.Engine, m model, roots *[]string, from, n int) {
 	for i := from; i < from+n; i++ {
 		root := fmt.Sprintf("r%d", i/40)
 		if !slices.Contains(*roots, root) {
 			*roots = append(*roots, root)
 		}
 		paths := [][]string{{root}, {root, "sub"}, {root, "sub", "deep"}}
-		commitModel(t, e, m, i%7 == 3, func(tx storage.KVTx, pending model) error {
+		commitModel(t, e, m, i%7 == 3, func(tx kv.Tx, pending model) error {
 			for j := range 4 {
 				path := paths[(i+j)%len(paths)]
 				b, err := openPath(tx, path)
@@ -287,9 +286,9 @@ func workload(t require.TestingT, e storage.Engine, m model, roots *[]string, fr
 
 // commitModel runs apply in one Update of e and on a copy of m, which becomes m when the
 // Update commits. With rollback the Update ends in errRollback and m stays as it was.
-func commitModel(t require.TestingT, e storage.Engine, m model, rollback bool, apply func(tx storage.KVTx, pending model) error) {
+func commitModel(t require.TestingT, e kv.Engine, m model, rollback bool, apply func(tx kv.Tx, pending model) error) {
 	pending := m.clone()
-	err := e.Update(func(tx storage.KVTx) error {
+	err := e.Update(func(tx kv.Tx) error {
 		if err := apply(tx, pending); err != nil {
 			return err
 		}
@@ -308,7 +307,7 @@ func commitModel(t require.TestingT, e storage.Engine, m model, rollback bool, a
 }
 
 // putTracked puts k = v into b, the bucket at path, and into pending.
-func putTracked(b storage.KVBucket, pending model, path []string, k, v string) error {
+func putTracked(b kv.Bucket, pending model, path []string, k, v string) error {
 	if err := b.Put([]byte(k), []byte(v)); err != nil {
 		return err
 	}
@@ -317,7 +316,7 @@ func putTracked(b storage.KVBucket, pending model, path []string, k, v string) e
 }
 
 // deleteTracked deletes k from b, the bucket at path, and from pending.
-func deleteTracked(b storage.KVBucket, pending model, path []string, k string) error {
+func deleteTracked(b kv.Bucket, pending model, path []string, k string) error {
 	if err := b.Delete([]byte(k)); err != nil {
 		return err
 	}
@@ -422,7 +421,7 @@ func TestWALTornTailIsDropped(t *testing.T) {
 			workload(t, e, m, &roots, 0, 60)
 			before := m.clone()
 			// The last transaction: a put, a delete and a new bucket.
-			require.NoError(t, e.Update(func(tx storage.KVTx) error {
+			require.NoError(t, e.Update(func(tx kv.Tx) error {
 				b := tx.Bucket([]byte("r0"))
 				if err := b.Put([]byte("torn"), []byte("never acknowledged")); err != nil {
 					return err
@@ -588,8 +587,8 @@ func TestWALDamagedLogIsRefused(t *testing.T) {
 				logs[s] = readFile(t, s)
 			}
 
-			_, err := storage.OpenWALEngineForTest(dir, 1<<30)
-			require.ErrorIs(t, err, storage.ErrCorrupt)
+			_, err := walkv.OpenForTest(dir, 1<<30)
+			require.ErrorIs(t, err, kv.ErrCorrupt)
 			require.Equal(t, data, readFile(t, db), "the data file is left as it was")
 			require.Equal(t, segs, walSegs(t, db), "the log is left as it was")
 			for s, b := range logs {
@@ -599,7 +598,7 @@ func TestWALDamagedLogIsRefused(t *testing.T) {
 	}
 }
 
-// recordCRC is a record's checksum as wal_log.go computes it (crc32c of the segment's
+// recordCRC is a record's checksum as storage/internal/wal computes it (crc32c of the segment's
 // number, then the payload).
 func recordCRC(seg uint64, payload []byte) uint32 {
 	tab := crc32.MakeTable(crc32.Castagnoli)
@@ -615,7 +614,7 @@ func TestWALCheckpointedSegmentIsSkipped(t *testing.T) {
 	dir, db := walDataFile(t)
 	e := openWAL(t, dir, 1<<30)
 	put := func(k, v string) {
-		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+		require.NoError(t, e.Update(func(tx kv.Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte("r"))
 			if err != nil {
 				return err
@@ -630,7 +629,7 @@ func TestWALCheckpointedSegmentIsSkipped(t *testing.T) {
 	stale := readFile(t, segs[0])
 	forceCheckpoint(t, e) // segment 1 into bbolt, its file deleted
 	put("k", "2")
-	require.NoError(t, e.Update(func(tx storage.KVTx) error { return tx.Bucket([]byte("r")).Delete([]byte("gone")) }))
+	require.NoError(t, e.Update(func(tx kv.Tx) error { return tx.Bucket([]byte("r")).Delete([]byte("gone")) }))
 	forceCheckpoint(t, e) // segment 2 into bbolt
 	put("other", "3")     // segment 3, in the log only
 	crashWAL(t, e)
@@ -675,7 +674,7 @@ func TestWALCrashAfterReplayBeforeDelete(t *testing.T) {
 		forceCheckpoint(t, e)
 		workload(t, e, m, &roots, 20, 20)
 		if conflict {
-			require.NoError(t, e.Update(func(tx storage.KVTx) error {
+			require.NoError(t, e.Update(func(tx kv.Tx) error {
 				b := tx.Bucket([]byte("r0"))
 				if err := b.Put([]byte("x"), []byte("value")); err != nil {
 					return err
@@ -693,9 +692,9 @@ func TestWALCrashAfterReplayBeforeDelete(t *testing.T) {
 		writeFile(t, seg1Path, seg1)
 		require.Len(t, walSegs(t, db), 2)
 
-		require.NoError(t, storage.ReplayWALOnlyForTest(db))
+		require.NoError(t, walkv.ReplayOnlyForTest(db))
 		require.Len(t, walSegs(t, db), 2)
-		e, err := storage.OpenWALEngineForTest(dir, 1<<30)
+		e, err := walkv.OpenForTest(dir, 1<<30)
 		require.NoError(t, err)
 		requireContent(t, e, roots, m)
 		require.Len(t, walSegs(t, db), 1)
@@ -739,8 +738,8 @@ func TestWALForeignLogIsRefused(t *testing.T) {
 			writeFile(t, filepath.Join(dirB, filepath.Base(s)), readFile(t, s))
 		}
 		require.NotEmpty(t, walSegs(t, dbB))
-		_, err := storage.OpenWALEngineForTest(dirB, limit)
-		require.ErrorIs(t, err, storage.ErrCorrupt)
+		_, err := walkv.OpenForTest(dirB, limit)
+		require.ErrorIs(t, err, kv.ErrCorrupt)
 		require.Equal(t, dataB, readFile(t, dbB))
 		require.Len(t, walSegs(t, dbB), len(walSegs(t, dbA)), "the foreign log is left in place")
 
@@ -771,96 +770,9 @@ func TestWALLogWithoutItsDataFileIsRefused(t *testing.T) {
 	workload(t, e, m, &roots, 0, 20)
 	crashWAL(t, e)
 	require.NoError(t, os.Remove(db))
-	_, err := storage.OpenWALEngineForTest(dir, 1<<20)
-	require.ErrorIs(t, err, storage.ErrCorrupt)
+	_, err := walkv.OpenForTest(dir, 1<<20)
+	require.ErrorIs(t, err, kv.ErrCorrupt)
 	require.NotEmpty(t, walSegs(t, db))
-}
-
-// A data file restored from a backup is older than the log next to it: the log's first
-// segment not in the backup applies on a later transaction than the backup's. Open
-// refuses it rather than replaying it over the older state (which would mix two states).
-// With the log moved away, the backup opens as it was taken.
-func TestWALRestoredBackupIsRefused(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "duraton.db")
-	s, err := storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	due := func(i int) storage.DueEntry {
-		return storage.DueEntry{DueAt: int64(i), MessageID: fmt.Sprintf("m%04d", i), Project: "p", Queue: "q"}
-	}
-	putDue := func(from, to int) {
-		for i := from; i < to; i++ {
-			require.NoError(t, s.Update(func(tx *storage.Tx) error { return tx.PutDue(due(i)) }))
-		}
-	}
-	putDue(0, 20)
-	var backup bytes.Buffer
-	_, err = s.Backup(&backup, func(int64) {})
-	require.NoError(t, err)
-	putDue(20, 40)
-	_, err = s.Backup(io.Discard, func(int64) {}) // a checkpoint after the backup
-	require.NoError(t, err)
-	putDue(40, 60)
-	require.NoError(t, storage.CrashStoreForTest(s))
-	segs := walSegs(t, path)
-	require.NotEmpty(t, segs)
-
-	writeFile(t, path, backup.Bytes())
-	_, err = storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.ErrorIs(t, err, storage.ErrCorrupt)
-	require.Equal(t, backup.Bytes(), readFile(t, path), "the restored file is left as it was")
-	require.Equal(t, segs, walSegs(t, path), "the log is left as it was")
-
-	for _, seg := range segs {
-		require.NoError(t, os.Remove(seg))
-	}
-	s, err = storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	var got []string
-	require.NoError(t, s.View(func(tx *storage.Tx) error {
-		return tx.ScanDue(nil, func(e storage.DueEntry) bool { got = append(got, e.MessageID); return true })
-	}))
-	var want []string
-	for i := range 20 {
-		want = append(want, due(i).MessageID)
-	}
-	require.Equal(t, want, got)
-	require.NoError(t, s.Close())
-}
-
-// A backup restored with the log it was taken with (no checkpoint since) is the state the
-// log applies on: that is replayed, not refused.
-func TestWALBackupWithItsOwnLogRecovers(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "duraton.db")
-	s, err := storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	put := func(i int) {
-		require.NoError(t, s.Update(func(tx *storage.Tx) error {
-			return tx.PutDue(storage.DueEntry{DueAt: int64(i), MessageID: fmt.Sprint(i), Project: "p", Queue: "q"})
-		}))
-	}
-	for i := range 10 {
-		put(i)
-	}
-	var backup bytes.Buffer
-	_, err = s.Backup(&backup, func(int64) {})
-	require.NoError(t, err)
-	for i := 10; i < 20; i++ {
-		put(i)
-	}
-	require.NoError(t, storage.CrashStoreForTest(s))
-	writeFile(t, path, backup.Bytes())
-	s, err = storage.Open(path, storage.Options{CheckpointBytes: 1 << 20})
-	require.NoError(t, err)
-	n := 0
-	require.NoError(t, s.View(func(tx *storage.Tx) error {
-		return tx.ScanDue(nil, func(storage.DueEntry) bool { n++; return true })
-	}))
-	require.Equal(t, 20, n)
-	require.NoError(t, s.Close())
 }
 
 // --- 6. a model ---------------------------------------------------------------------------
@@ -884,7 +796,7 @@ func TestWALModel(t *testing.T) {
 		require.NoError(rt, os.Mkdir(dir, 0o700))
 		db := filepath.Join(dir, "kv.db")
 		limit := rapid.SampledFrom([]int64{300, 2 << 10, 1 << 20}).Draw(rt, "checkpointBytes")
-		e, err := storage.OpenWALEngineForTest(dir, limit)
+		e, err := walkv.OpenForTest(dir, limit)
 		require.NoError(rt, err)
 		open := true
 		defer func() {
@@ -906,16 +818,16 @@ func TestWALModel(t *testing.T) {
 				require.NoError(rt, e.Close())
 				open = false
 				require.Empty(rt, walSegs(rt, db))
-				e, err = storage.OpenWALEngineForTest(dir, limit)
+				e, err = walkv.OpenForTest(dir, limit)
 				require.NoError(rt, err)
 				open = true
 			default:
-				require.NoError(rt, storage.CrashWALEngineForTest(e))
+				require.NoError(rt, walkv.CrashForTest(e))
 				open = false
 				if rapid.Bool().Draw(rt, "torn") {
 					tearTail(rt, db, rapid.SliceOfN(rapid.Byte(), 1, 40).Draw(rt, "garbage"))
 				}
-				e, err = storage.OpenWALEngineForTest(dir, limit)
+				e, err = walkv.OpenForTest(dir, limit)
 				require.NoError(rt, err)
 				open = true
 				require.Len(rt, walSegs(rt, db), 1)
@@ -940,7 +852,7 @@ func tearTail(t *rapid.T, db string, garbage []byte) {
 	patchFile(t, seg, int64(off), append(head, garbage...))
 }
 
-func modelUpdate(t *rapid.T, e storage.Engine, m model) {
+func modelUpdate(t *rapid.T, e kv.Engine, m model) {
 	rollback := rapid.IntRange(0, 5).Draw(t, "rollback") == 0
 	nops := rapid.IntRange(1, 8).Draw(t, "ops")
 	type op struct {
@@ -958,7 +870,7 @@ func modelUpdate(t *rapid.T, e storage.Engine, m model) {
 			val:  rapid.StringMatching(`[a-z]{1,12}`).Draw(t, "value"),
 		}
 	}
-	commitModel(t, e, m, rollback, func(tx storage.KVTx, pending model) error {
+	commitModel(t, e, m, rollback, func(tx kv.Tx, pending model) error {
 		for _, o := range ops {
 			b, err := openPath(tx, o.path)
 			if err != nil {
@@ -1003,7 +915,7 @@ func TestWALConcurrentViewsSeeSnapshots(t *testing.T) {
 	dir := t.TempDir()
 	e := openWAL(t, dir, 512)
 	defer func() { require.NoError(t, e.Close()) }()
-	require.NoError(t, e.Update(func(tx storage.KVTx) error {
+	require.NoError(t, e.Update(func(tx kv.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte("acct"))
 		if err != nil {
 			return err
@@ -1023,7 +935,7 @@ func TestWALConcurrentViewsSeeSnapshots(t *testing.T) {
 
 	const updates = 200
 	mark := func(i int) string { return fmt.Sprintf("m%06d", i) }
-	check := func(tx storage.KVTx) error {
+	check := func(tx kv.Tx) error {
 		b := tx.Bucket([]byte("acct"))
 		if b == nil || b.Bucket([]byte("marks")) == nil {
 			return errors.New("a bucket is missing")
@@ -1066,7 +978,7 @@ func TestWALConcurrentViewsSeeSnapshots(t *testing.T) {
 		defer wg.Done()
 		defer done.Store(true)
 		for i := range updates {
-			err := e.Update(func(tx storage.KVTx) error {
+			err := e.Update(func(tx kv.Tx) error {
 				b := tx.Bucket([]byte("acct"))
 				x, _ := strconv.Atoi(string(b.Get([]byte("x"))))
 				y, _ := strconv.Atoi(string(b.Get([]byte("y"))))
@@ -1126,7 +1038,7 @@ func TestWALConcurrentViewsSeeSnapshots(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, e.View(check))
-	require.NoError(t, e.View(func(tx storage.KVTx) error {
+	require.NoError(t, e.View(func(tx kv.Tx) error {
 		require.Equal(t, strconv.Itoa(updates), string(tx.Bucket([]byte("acct")).Get([]byte("n"))))
 		return nil
 	}))
@@ -1140,7 +1052,7 @@ func TestWALBucketReplacingACheckpointedValue(t *testing.T) {
 	bothWays(t, "crash", func(t *testing.T, crash bool) {
 		dir := t.TempDir()
 		e := openWAL(t, dir, 1<<30)
-		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+		require.NoError(t, e.Update(func(tx kv.Tx) error {
 			b, err := openPath(tx, []string{"r"})
 			if err != nil {
 				return err
@@ -1148,7 +1060,7 @@ func TestWALBucketReplacingACheckpointedValue(t *testing.T) {
 			return b.Put([]byte("k"), []byte("v"))
 		}))
 		forceCheckpoint(t, e)
-		require.NoError(t, e.Update(func(tx storage.KVTx) error {
+		require.NoError(t, e.Update(func(tx kv.Tx) error {
 			b := tx.Bucket([]byte("r"))
 			if err := b.Delete([]byte("k")); err != nil {
 				return err

@@ -1,4 +1,4 @@
-package storage
+package boltkv
 
 import (
 	"encoding/binary"
@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The layout of a bbolt meta page (go.etcd.io/bbolt internal/common: page.go, meta.go),
@@ -71,7 +73,7 @@ func decodeMeta(buf []byte) (metaPage, error) {
 // writing to it: both meta pages valid and agreeing on the page size, and the file at
 // least as long as the highest page they claim. A missing file is valid (Open creates
 // it); an empty one is not (a crash or a copy gone wrong, not a new database). Errors
-// wrap ErrCorrupt and name the file.
+// wrap kv.ErrCorrupt and name the file.
 func Validate(path string) error {
 	f, _, err := validatedFile(path)
 	if f != nil {
@@ -99,7 +101,7 @@ func validatedFile(path string) (*os.File, metaPage, error) {
 	m, err := validateFile(f, info.Size())
 	if err != nil {
 		f.Close()
-		return nil, metaPage{}, fmt.Errorf("storage: %s: %w: %v", path, ErrCorrupt, err)
+		return nil, metaPage{}, fmt.Errorf("storage: %s: %w: %v", path, kv.ErrCorrupt, err)
 	}
 	return f, m, nil
 }

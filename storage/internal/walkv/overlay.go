@@ -1,4 +1,4 @@
-package storage
+package walkv
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ func entryBucketID(e walEntry) uint32 { return binary.BigEndian.Uint32(e.kv) }
 // bucketRegistry numbers the buckets the overlay has seen, by path: bucket 0 is the
 // root (whose entries are the root buckets). Buckets cannot be deleted, so a number
 // stays valid for the life of the engine; numbers are not stored anywhere but in the log,
-// where each segment names the buckets it uses (see walEngine.define).
+// where each segment names the buckets it uses (see Engine.define).
 type bucketRegistry struct {
 	mu    sync.RWMutex
 	ids   map[string]uint32 // parent number (4 bytes) + name → number

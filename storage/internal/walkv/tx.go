@@ -1,8 +1,9 @@
-package storage
+package walkv
 
 import (
 	"bytes"
 
+	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -14,7 +15,7 @@ import (
 // overlay and are listed in ops, which the commit writes to the log.
 
 type walTx struct {
-	e      *walEngine
+	e      *Engine
 	base   *bolt.Tx
 	top    *overlay
 	frozen *overlay
@@ -34,14 +35,14 @@ type walOp struct {
 
 func (t *walTx) root() *walBucket { return &walBucket{tx: t, id: 0, root: true} }
 
-func (t *walTx) Bucket(name []byte) KVBucket {
+func (t *walTx) Bucket(name []byte) kv.Bucket {
 	if b := t.root().bucket(name); b != nil {
 		return b
 	}
 	return nil
 }
 
-func (t *walTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+func (t *walTx) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	return t.root().CreateBucketIfNotExists(name)
 }
 
@@ -204,9 +205,9 @@ func (b *walBucket) Delete(key []byte) error {
 	return nil
 }
 
-func (b *walBucket) Cursor() KVCursor { return &walCursor{b: b} }
+func (b *walBucket) Cursor() kv.Cursor { return &walCursor{b: b} }
 
-func (b *walBucket) Bucket(name []byte) KVBucket {
+func (b *walBucket) Bucket(name []byte) kv.Bucket {
 	if sub := b.bucket(name); sub != nil {
 		return sub
 	}
@@ -234,7 +235,7 @@ func (b *walBucket) bucket(name []byte) *walBucket {
 	return &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name), base: base}
 }
 
-func (b *walBucket) CreateBucket(name []byte) (KVBucket, error) {
+func (b *walBucket) CreateBucket(name []byte) (kv.Bucket, error) {
 	switch {
 	case !b.tx.write:
 		return nil, berrors.ErrTxNotWritable
@@ -255,7 +256,7 @@ func (b *walBucket) CreateBucket(name []byte) (KVBucket, error) {
 	return &walBucket{tx: b.tx, id: b.tx.e.reg.id(b.id, name)}, nil
 }
 
-func (b *walBucket) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+func (b *walBucket) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	if sub := b.bucket(name); sub != nil {
 		return sub, nil
 	}

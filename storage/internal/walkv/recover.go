@@ -1,4 +1,4 @@
-package storage
+package walkv
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // walMeta is the root bucket holding the data file's epoch, the random value its log
@@ -22,30 +23,33 @@ const walMeta = "duraton.wal"
 // metadata per MiB of log.
 const walExtendBy = 1 << 20
 
-// walConfig is what openWALEngine needs besides the data file.
-type walConfig struct {
-	limit int64  // CheckpointBytes
-	fs    wal.FS // the log's filesystem: wal.OS, or a test's
+// Config is what Open needs besides the data file.
+type Config struct {
+	// CheckpointBytes is how much log accumulates before a checkpoint moves it into
+	// bbolt (storage.Options.CheckpointBytes, already defaulted).
+	CheckpointBytes int64
+	// FS is the log's filesystem: wal.OS when nil, or a test's.
+	FS wal.FS
 }
 
-// openWALEngine puts the write-ahead log in front of db (open, with nothing written
+// Open puts the write-ahead log in front of db (open, with nothing written
 // since): it replays what a previous process logged and did not checkpoint, deletes
 // that log, makes sure the file has an epoch, and starts a new segment. A damaged log
-// is refused (ErrCorrupt, naming the file and the offset) before anything is written.
-func openWALEngine(db *bolt.DB, cfg walConfig) (*walEngine, error) {
-	if cfg.fs == nil {
-		cfg.fs = wal.OS{}
+// is refused (kv.ErrCorrupt, naming the file and the offset) before anything is written.
+func Open(db *bolt.DB, cfg Config) (*Engine, error) {
+	if cfg.FS == nil {
+		cfg.FS = wal.OS{}
 	}
 	path := db.Path()
-	segs, err := wal.List(cfg.fs, path)
+	segs, err := wal.List(cfg.FS, path)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
 	if len(segs) > 0 {
-		if err := replayWAL(db, cfg.fs, segs); err != nil {
+		if err := replayWAL(db, cfg.FS, segs); err != nil {
 			return nil, err
 		}
-		if err := wal.RemoveAll(cfg.fs, path); err != nil {
+		if err := wal.RemoveAll(cfg.FS, path); err != nil {
 			return nil, fmt.Errorf("storage: %w", err)
 		}
 	}
@@ -77,12 +81,12 @@ func openWALEngine(db *bolt.DB, cfg walConfig) (*walEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: initialise %s: %w", path, err)
 	}
-	e := &walEngine{
-		db: db, fs: cfg.fs, path: path, epoch: epoch, reg: newBucketRegistry(), limit: cfg.limit,
+	e := &Engine{
+		db: db, fs: cfg.FS, path: path, epoch: epoch, reg: newBucketRegistry(), limit: cfg.CheckpointBytes,
 		defined: map[uint32]bool{}, pending: map[uint32]bool{},
 		baseTxID: txid, ckptReq: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
-	seg, err := wal.Create(cfg.fs, path, next, wal.Header{Epoch: epoch, BaseTxID: txid}, e.segConfig())
+	seg, err := wal.Create(cfg.FS, path, next, wal.Header{Epoch: epoch, BaseTxID: txid}, e.segConfig())
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
@@ -147,7 +151,7 @@ func replayWAL(db *bolt.DB, fsys wal.FS, segs []uint64) error {
 // crash) and is skipped whatever it holds; the first one that was not must apply on
 // exactly bbolt's txid, or the log belongs to another state of the file (a restored
 // backup, a replaced file) and is refused. A damaged segment is refused with a
-// *wal.DamageError wrapped in ErrCorrupt.
+// *wal.DamageError wrapped in kv.ErrCorrupt.
 func planReplay(db *bolt.DB, fsys wal.FS, segs []uint64) ([]walSegment, error) {
 	path := db.Path()
 	var epoch []byte
@@ -172,14 +176,14 @@ func planReplay(db *bolt.DB, fsys wal.FS, segs []uint64) ([]walSegment, error) {
 		case errors.As(err, &damage) && damage.Offset > 0 && bytes.Equal(c.Header.Epoch[:], epoch) && c.Header.BaseTxID < txid:
 			continue // checkpointed already: bbolt holds all it held
 		case err != nil:
-			return nil, fmt.Errorf("storage: %w: %w", ErrCorrupt, err)
+			return nil, fmt.Errorf("storage: %w: %w", kv.ErrCorrupt, err)
 		case !bytes.Equal(c.Header.Epoch[:], epoch):
-			return nil, fmt.Errorf("storage: write-ahead log %s belongs to another data file than %s (replaced or restored?): %w; move the log away to open the data file as it is", wal.Path(path, n), path, ErrCorrupt)
+			return nil, fmt.Errorf("storage: write-ahead log %s belongs to another data file than %s (replaced or restored?): %w; move the log away to open the data file as it is", wal.Path(path, n), path, kv.ErrCorrupt)
 		case c.Header.BaseTxID < txid:
 			continue // checkpointed already
 		}
 		if want := txid + uint64(len(todo)); c.Header.BaseTxID != want {
-			return nil, fmt.Errorf("storage: write-ahead log %s applies on transaction %d, the data file %s is at %d (restored from a backup?): %w; move the log away to open the data file as it is", wal.Path(path, n), c.Header.BaseTxID, path, want, ErrCorrupt)
+			return nil, fmt.Errorf("storage: write-ahead log %s applies on transaction %d, the data file %s is at %d (restored from a backup?): %w; move the log away to open the data file as it is", wal.Path(path, n), c.Header.BaseTxID, path, want, kv.ErrCorrupt)
 		}
 		todo = append(todo, walSegment{n: n, records: c.Records})
 	}
@@ -198,7 +202,7 @@ type bucketName struct {
 	name   []byte
 }
 
-var errBadRecord = fmt.Errorf("%w: a malformed write-ahead log record", ErrCorrupt)
+var errBadRecord = fmt.Errorf("%w: a malformed write-ahead log record", kv.ErrCorrupt)
 
 func (r *replayer) bucket(id uint64) (*bolt.Bucket, error) {
 	if b, ok := r.buckets[id]; ok {
@@ -219,7 +223,7 @@ func (r *replayer) bucket(id uint64) (*bolt.Bucket, error) {
 		b = parent.Bucket(n.name)
 	}
 	if b == nil {
-		return nil, fmt.Errorf("%w: bucket %q of a write-ahead log record is missing", ErrCorrupt, n.name)
+		return nil, fmt.Errorf("%w: bucket %q of a write-ahead log record is missing", kv.ErrCorrupt, n.name)
 	}
 	r.buckets[id] = b
 	return b, nil

@@ -1,4 +1,4 @@
-package storage
+package boltkv
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duraton/duraton/storage/kv"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -66,6 +67,6 @@ func TestWalkTree(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	err = walkTree(path, time.Second)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, kv.ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("page %d at offset %d", root, root*ps))
 }

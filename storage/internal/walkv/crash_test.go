@@ -1,4 +1,4 @@
-package storage_test
+package walkv_test
 
 import (
 	"crypto/sha256"
@@ -14,9 +14,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/internal/wal"
 	"github.com/duraton/duraton/storage/internal/wal/waltest"
+	"github.com/duraton/duraton/storage/internal/walkv"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // The crash-point suite: a workload of commits runs on a filesystem that crashes after
@@ -47,8 +48,8 @@ var crashRoots = []string{"a", "b"}
 
 // crashCommit is commit i of the workload: puts and deletes in nested buckets, some of
 // them new (a new bucket's definition goes into the log with its first record).
-func crashCommit(i int) func(tx storage.KVTx, pending model) error {
-	return func(tx storage.KVTx, pending model) error {
+func crashCommit(i int) func(tx kv.Tx, pending model) error {
+	return func(tx kv.Tx, pending model) error {
 		paths := [][]string{{"a"}, {"a", fmt.Sprintf("s%d", i/3)}, {"b"}, {"b", fmt.Sprintf("t%d", i%4), fmt.Sprintf("u%d", i/5)}}
 		for j := range 3 {
 			path := paths[(i+j)%len(paths)]
@@ -80,7 +81,7 @@ func crashCommit(i int) func(tx storage.KVTx, pending model) error {
 // the filesystem crashes, and leaves the engine as a killed process would.
 func runCrashWorkload(t *testing.T, dir string, fsys *waltest.FS) crashRun {
 	run := crashRun{acked: model{}}
-	e, err := storage.OpenWALEngineOnFSForTest(dir, crashLimit, fsys)
+	e, err := walkv.OpenOnFSForTest(dir, crashLimit, fsys)
 	if err != nil {
 		return run // the crash or fault came during the open: nothing was acknowledged
 	}
@@ -89,17 +90,17 @@ func runCrashWorkload(t *testing.T, dir string, fsys *waltest.FS) crashRun {
 			break
 		}
 		pending := run.acked.clone()
-		err := e.Update(func(tx storage.KVTx) error { return crashCommit(i)(tx, pending) })
+		err := e.Update(func(tx kv.Tx) error { return crashCommit(i)(tx, pending) })
 		switch {
 		case err == nil:
 			run.acked = pending
-		case errors.Is(err, storage.ErrWALFailed) && run.doubt == nil:
+		case errors.Is(err, walkv.ErrFailed) && run.doubt == nil:
 			run.doubt = pending // the failure that stopped the log: it may be there, whole
 		}
-		storage.WaitCheckpointForTest(e)
+		walkv.WaitCheckpointForTest(e)
 	}
 	run.calls = fsys.Calls()
-	_ = storage.CrashWALEngineForTest(e) // closing the files fails on a crashed filesystem
+	_ = walkv.CrashForTest(e) // closing the files fails on a crashed filesystem
 	return run
 }
 
@@ -124,10 +125,10 @@ func checkCrashPoint(t *testing.T, dir string, disk *waltest.FS, run crashRun, r
 	db := filepath.Join(dir, "kv.db")
 	requireDamageRefused(t, dir, disk.AfterCrash(func(int) int { return 0 }), r)
 
-	e, err := storage.OpenWALEngineOnFSForTest(dir, crashLimit, disk)
+	e, err := walkv.OpenOnFSForTest(dir, crashLimit, disk)
 	require.NoError(t, err, "reopen after the crash")
 	var got model
-	require.NoError(t, e.View(func(tx storage.KVTx) error {
+	require.NoError(t, e.View(func(tx kv.Tx) error {
 		got = dump(t, tx, crashRoots)
 		return nil
 	}))
@@ -141,7 +142,7 @@ func checkCrashPoint(t *testing.T, dir string, disk *waltest.FS, run crashRun, r
 	}
 	require.NoError(t, e.Close())
 	require.Empty(t, walNames(disk, db), "a clean close leaves no log")
-	e, err = storage.OpenWALEngineOnFSForTest(dir, crashLimit, disk)
+	e, err = walkv.OpenOnFSForTest(dir, crashLimit, disk)
 	require.NoError(t, err)
 	requireContent(t, e, crashRoots, m)
 	require.NoError(t, e.Close())
@@ -170,11 +171,11 @@ func requireDamageRefused(t *testing.T, dir string, disk *waltest.FS, r *rand.Ra
 	disk.Patch(last, off, []byte{rec.Payload[off-rec.Offset-wal.RecordHead] ^ 0x5a})
 	before, dbBefore := disk.Snapshot(), sumOf(t, db)
 
-	e, err := storage.OpenWALEngineOnFSForTest(dir, crashLimit, disk)
+	e, err := walkv.OpenOnFSForTest(dir, crashLimit, disk)
 	if err == nil {
-		_ = storage.CrashWALEngineForTest(e)
+		_ = walkv.CrashForTest(e)
 	}
-	require.ErrorIs(t, err, storage.ErrCorrupt, "a record of %s damaged at %d, valid records after it: opened as if torn", last, off)
+	require.ErrorIs(t, err, kv.ErrCorrupt, "a record of %s damaged at %d, valid records after it: opened as if torn", last, off)
 	require.ErrorContains(t, err, last)
 	require.ErrorContains(t, err, fmt.Sprintf("offset %d", rec.Offset))
 	require.Equal(t, before, disk.Snapshot(), "a refused open changed the log")

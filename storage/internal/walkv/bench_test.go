@@ -1,4 +1,4 @@
-package storage
+package walkv
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -41,7 +42,7 @@ func walStepTx(b testing.TB) func(i int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := openWALEngine(db, walConfig{limit: 1 << 30})
+	e, err := Open(db, Config{CheckpointBytes: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func walStepTx(b testing.TB) func(i int) {
 	val := make([]byte, 300)
 	fill := func(from, to int) {
 		for i := from; i < to; i += 500 {
-			err := e.Update(func(tx KVTx) error {
+			err := e.Update(func(tx kv.Tx) error {
 				root, err := tx.CreateBucketIfNotExists([]byte("p"))
 				if err != nil {
 					return err
@@ -81,7 +82,7 @@ func walStepTx(b testing.TB) func(i int) {
 	fill(10_000, 20_000) // in the overlay
 	rollback := errors.New("rollback")
 	return func(i int) {
-		err := e.Update(func(tx KVTx) error {
+		err := e.Update(func(tx kv.Tx) error {
 			root := tx.Bucket([]byte("p"))
 			for _, n := range names {
 				bk := root.Bucket(n)

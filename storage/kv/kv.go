@@ -1,14 +1,4 @@
-package storage
-
-// The storage engine seam. Every Tx method is written against these interfaces: nested
-// buckets of byte-ordered keys, bbolt's model. bbolt implements them directly (bolt.go);
-// storage/pg implements them on PostgreSQL tables, so the engine and every record codec
-// run unchanged on either.
-//
-// Reads return nil for a missing key and never an error: an engine whose reads can fail
-// (a lost connection) remembers the first failure and fails the whole transaction with
-// it, so a failed read is never taken for "not found" by anything that outlives the
-// transaction.
+package kv
 
 // MaxKeyBytes is the longest key and bucket name every engine takes. PostgreSQL refuses
 // an index row over about 2.7 KB, and only when the transaction commits, which would
@@ -22,27 +12,27 @@ const MaxKeyBytes = 2048
 // (bbolt has a single writer; storage/pg serialises them). Views may run alongside and
 // each sees one committed snapshot.
 type Engine interface {
-	View(fn func(KVTx) error) error
-	Update(fn func(KVTx) error) error
+	View(fn func(Tx) error) error
+	Update(fn func(Tx) error) error
 	Close() error
 }
 
-// KVTx is one transaction: the root buckets.
-type KVTx interface {
-	Bucket(name []byte) KVBucket // nil when absent
-	CreateBucketIfNotExists(name []byte) (KVBucket, error)
+// Tx is one transaction: the root buckets.
+type Tx interface {
+	Bucket(name []byte) Bucket // nil when absent
+	CreateBucketIfNotExists(name []byte) (Bucket, error)
 }
 
-// KVBucket is a bucket: ordered keys and nested buckets. Bytes returned are valid until
+// Bucket is a bucket: ordered keys and nested buckets. Bytes returned are valid until
 // the transaction ends and must not be modified.
-type KVBucket interface {
+type Bucket interface {
 	Get(key []byte) []byte // nil when absent (or a nested bucket)
 	Put(key, value []byte) error
 	Delete(key []byte) error
-	Cursor() KVCursor
-	Bucket(name []byte) KVBucket // nil when absent
-	CreateBucket(name []byte) (KVBucket, error)
-	CreateBucketIfNotExists(name []byte) (KVBucket, error)
+	Cursor() Cursor
+	Bucket(name []byte) Bucket // nil when absent
+	CreateBucket(name []byte) (Bucket, error)
+	CreateBucketIfNotExists(name []byte) (Bucket, error)
 	// ForEach calls fn for each key in order (nested buckets' values are nil in bbolt;
 	// other engines may leave them out: no Tx method relies on seeing them).
 	ForEach(fn func(k, v []byte) error) error
@@ -51,9 +41,9 @@ type KVBucket interface {
 	KeyCount() int
 }
 
-// KVCursor walks a bucket in key order. Each move returns the key and value there, or
+// Cursor walks a bucket in key order. Each move returns the key and value there, or
 // nil, nil past either end. Delete removes the key under the cursor.
-type KVCursor interface {
+type Cursor interface {
 	First() (key, value []byte)
 	Last() (key, value []byte)
 	Seek(seek []byte) (key, value []byte)

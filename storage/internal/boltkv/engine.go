@@ -1,21 +1,25 @@
-package storage
+package boltkv
 
 import (
 	"bytes"
 
+	"github.com/duraton/duraton/storage/kv"
 	bolt "go.etcd.io/bbolt"
 )
 
-// bbolt behind the engine seam (kv.go). The wrappers are thin: a bucket is wrapped once
-// per transaction (Tx caches what it opens) and cursors are bbolt's own.
+// bbolt behind the engine seam (storage/kv). The wrappers are thin: a bucket is wrapped
+// once per transaction (storage's Tx caches what it opens) and cursors are bbolt's own.
+
+// New is db behind the engine seam: its transactions are bbolt's, its Close closes db.
+func New(db *bolt.DB) kv.Engine { return boltEngine{db} }
 
 type boltEngine struct{ db *bolt.DB }
 
-func (e boltEngine) View(fn func(KVTx) error) error {
+func (e boltEngine) View(fn func(kv.Tx) error) error {
 	return e.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }
 
-func (e boltEngine) Update(fn func(KVTx) error) error {
+func (e boltEngine) Update(fn func(kv.Tx) error) error {
 	return e.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }
 
@@ -23,9 +27,9 @@ func (e boltEngine) Close() error { return e.db.Close() }
 
 type boltTx struct{ tx *bolt.Tx }
 
-func (t boltTx) Bucket(name []byte) KVBucket { return wrapBolt(t.tx.Bucket(name)) }
+func (t boltTx) Bucket(name []byte) kv.Bucket { return wrapBolt(t.tx.Bucket(name)) }
 
-func (t boltTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+func (t boltTx) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	b, err := t.tx.CreateBucketIfNotExists(name)
 	if err != nil {
 		return nil, err
@@ -36,7 +40,7 @@ func (t boltTx) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
 // wrapBolt wraps b, keeping nil a nil interface. A bucket of a write transaction keeps
 // a cursor for its point reads and deletes (boltWriteBucket); a read transaction's is a
 // plain value, which costs no allocation.
-func wrapBolt(b *bolt.Bucket) KVBucket {
+func wrapBolt(b *bolt.Bucket) kv.Bucket {
 	switch {
 	case b == nil:
 		return nil
@@ -49,11 +53,11 @@ func wrapBolt(b *bolt.Bucket) KVBucket {
 
 type boltBucket struct{ b *bolt.Bucket }
 
-func (b boltBucket) Get(key []byte) []byte       { return b.b.Get(key) }
-func (b boltBucket) Put(key, value []byte) error { return b.b.Put(key, value) }
-func (b boltBucket) Delete(key []byte) error     { return b.b.Delete(key) }
-func (b boltBucket) Cursor() KVCursor            { return b.b.Cursor() }
-func (b boltBucket) Bucket(name []byte) KVBucket { return wrapBolt(b.b.Bucket(name)) }
+func (b boltBucket) Get(key []byte) []byte        { return b.b.Get(key) }
+func (b boltBucket) Put(key, value []byte) error  { return b.b.Put(key, value) }
+func (b boltBucket) Delete(key []byte) error      { return b.b.Delete(key) }
+func (b boltBucket) Cursor() kv.Cursor            { return b.b.Cursor() }
+func (b boltBucket) Bucket(name []byte) kv.Bucket { return wrapBolt(b.b.Bucket(name)) }
 func (b boltBucket) ForEach(fn func(k, v []byte) error) error {
 	return b.b.ForEach(fn)
 }
@@ -113,7 +117,7 @@ func (b boltBucket) KeyCount() int {
 	return n
 }
 
-func (b boltBucket) CreateBucket(name []byte) (KVBucket, error) {
+func (b boltBucket) CreateBucket(name []byte) (kv.Bucket, error) {
 	sub, err := b.b.CreateBucket(name)
 	if err != nil {
 		return nil, err
@@ -121,7 +125,7 @@ func (b boltBucket) CreateBucket(name []byte) (KVBucket, error) {
 	return wrapBolt(sub), nil
 }
 
-func (b boltBucket) CreateBucketIfNotExists(name []byte) (KVBucket, error) {
+func (b boltBucket) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
 	sub, err := b.b.CreateBucketIfNotExists(name)
 	if err != nil {
 		return nil, err

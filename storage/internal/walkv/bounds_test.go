@@ -1,4 +1,4 @@
-package storage_test
+package walkv_test
 
 import (
 	"bytes"
@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/duraton/duraton/storage"
+	"github.com/duraton/duraton/storage/internal/walkv"
+	"github.com/duraton/duraton/storage/kv"
 )
 
 // Segment numbers seed their records' checksums: they go on from where the last process
@@ -40,18 +41,18 @@ func TestWALCommitOverTheBoundFailsAlone(t *testing.T) {
 	dir, _ := walDataFile(t)
 	const limit = 4 << 10
 	e := openWAL(t, dir, limit)
-	big := bytes.Repeat([]byte{'x'}, int(storage.MaxCommitBytes(limit))+1)
-	err := e.Update(func(tx storage.KVTx) error {
+	big := bytes.Repeat([]byte{'x'}, int(walkv.MaxCommitBytes(limit))+1)
+	err := e.Update(func(tx kv.Tx) error {
 		b, err := openPath(tx, []string{"r", "new"})
 		if err != nil {
 			return err
 		}
 		return b.Put([]byte("big"), big)
 	})
-	require.ErrorIs(t, err, storage.ErrCommitTooLarge)
+	require.ErrorIs(t, err, walkv.ErrCommitTooLarge)
 	require.ErrorContains(t, err, "--checkpoint-bytes")
 	m := model{}
-	commitModel(t, e, m, false, func(tx storage.KVTx, pending model) error {
+	commitModel(t, e, m, false, func(tx kv.Tx, pending model) error {
 		b, err := openPath(tx, []string{"r", "new"})
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
-package storage
+package walkv
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,14 +10,15 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/duraton/duraton/storage/internal/wal"
+	"github.com/duraton/duraton/storage/kv"
 )
 
-// walEngine is bbolt behind a write-ahead log: the engine Store uses on a data file.
+// Engine is bbolt behind a write-ahead log: the engine Store uses on a data file.
 //
 // bbolt alone syncs twice per commit (the pages, then the meta page) and rewrites every
 // page it touches, ~40 for a group commit at 64 sessions. Here a commit is one record
 // appended to the log and one fdatasync; what it wrote goes to the overlay in memory
-// (wal_overlay.go), which reads see above bbolt. When the log's segment reaches
+// (overlay.go), which reads see above bbolt. When the log's segment reaches
 // CheckpointBytes, the overlay is frozen, a new segment begins, and a checkpoint writes
 // the frozen overlay into bbolt in one ordinary (synced) bbolt transaction, then deletes
 // the old segment. bbolt is therefore always a consistent committed state, and the log
@@ -26,7 +26,7 @@ import (
 //
 // Commits never wait for a checkpoint, unless the next segment fills up (walBacklog)
 // while one is still being checkpointed: backpressure that bounds the overlays' memory.
-type walEngine struct {
+type Engine struct {
 	db    *bolt.DB
 	fs    wal.FS
 	path  string
@@ -58,7 +58,7 @@ type walEngine struct {
 	ckptRunning bool
 	ckptDone    chan struct{}
 	ckptErr     error
-	err         error // a failure that stopped the engine (see ErrWALFailed)
+	err         error // a failure that stopped the engine (see ErrFailed)
 
 	ckptReq  chan struct{}
 	loopDone chan struct{}
@@ -66,12 +66,12 @@ type walEngine struct {
 	logBytes, checkpoints atomic.Int64 // Stats
 }
 
-// ErrWALFailed wraps the failure that stopped a write-ahead-logged store: after a failed
+// ErrFailed wraps the failure that stopped a write-ahead-logged store: after a failed
 // log write or checkpoint nothing more is committed (what was acknowledged is in the log,
 // and a restart replays it).
-var ErrWALFailed = errors.New("write-ahead log stopped")
+var ErrFailed = errors.New("write-ahead log stopped")
 
-func (e *walEngine) failed() error {
+func (e *Engine) failed() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
@@ -79,18 +79,18 @@ func (e *walEngine) failed() error {
 
 // usable is why the engine takes no more writes: closed, or stopped by a failure.
 // writeMu is held.
-func (e *walEngine) usable() error {
+func (e *Engine) usable() error {
 	if e.closed {
-		return ErrClosed
+		return kv.ErrClosed
 	}
 	return e.failed()
 }
 
-func (e *walEngine) fail(err error) error {
+func (e *Engine) fail(err error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err == nil {
-		e.err = fmt.Errorf("storage: %w: %w", ErrWALFailed, err)
+		e.err = fmt.Errorf("storage: %w: %w", ErrFailed, err)
 	}
 	return e.err
 }
@@ -98,7 +98,7 @@ func (e *walEngine) fail(err error) error {
 // begin starts a transaction on the current layering. The layering and bbolt's snapshot
 // must agree: a checkpoint ending between taking the one and beginning the other would
 // leave out, or double, what it moved, so begin retries when the generation changed.
-func (e *walEngine) begin(write bool) (*walTx, error) {
+func (e *Engine) begin(write bool) (*walTx, error) {
 	for {
 		e.mu.Lock()
 		top, frozen, gen := e.top, e.frozen, e.gen
@@ -122,7 +122,7 @@ func (e *walEngine) begin(write bool) (*walTx, error) {
 	}
 }
 
-func (e *walEngine) View(fn func(KVTx) error) error {
+func (e *Engine) View(fn func(kv.Tx) error) error {
 	tx, err := e.begin(false)
 	if err != nil {
 		return err
@@ -131,7 +131,7 @@ func (e *walEngine) View(fn func(KVTx) error) error {
 	return fn(tx)
 }
 
-func (e *walEngine) Update(fn func(KVTx) error) error {
+func (e *Engine) Update(fn func(kv.Tx) error) error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	if err := e.usable(); err != nil {
@@ -178,7 +178,7 @@ func (e *walEngine) Update(fn func(KVTx) error) error {
 // FailNow): an open bbolt transaction would block the next checkpoint and Close.
 // Nothing in the overlay points into bbolt's pages (Put copies), so the snapshot can
 // end before the commit.
-func (e *walEngine) run(tx *walTx, fn func(KVTx) error) error {
+func (e *Engine) run(tx *walTx, fn func(kv.Tx) error) error {
 	defer tx.base.Rollback()
 	return fn(tx)
 }
@@ -192,7 +192,7 @@ const walBacklog = 4
 // commits go on until the segment holds walBacklog times CheckpointBytes, then wait for
 // it. A checkpoint that failed (a full disk) is tried again by the next commit; until
 // one succeeds, commits fail once the segment holds that much, storing nothing.
-func (e *walEngine) maybeFreeze() error {
+func (e *Engine) maybeFreeze() error {
 	e.mu.Lock()
 	frozen, running, done := e.frozen != nil, e.ckptRunning, e.ckptDone
 	if frozen && !running {
@@ -216,7 +216,7 @@ func (e *walEngine) maybeFreeze() error {
 
 // startCheckpointLocked asks the checkpointer to write the frozen overlay into bbolt. mu
 // is held.
-func (e *walEngine) startCheckpointLocked() chan struct{} {
+func (e *Engine) startCheckpointLocked() chan struct{} {
 	e.ckptRunning = true
 	e.ckptDone = make(chan struct{})
 	e.ckptReq <- struct{}{} // never blocks: one request at a time, buffered
@@ -229,7 +229,7 @@ func extendBy(limit int64) int64 { return min(walExtendBy, max(limit, 4<<10)) }
 
 // freeze makes the current overlay the frozen one, begins a new segment, and asks the
 // checkpointer to write the frozen overlay into bbolt. No checkpoint may be in progress.
-func (e *walEngine) freeze() error {
+func (e *Engine) freeze() error {
 	e.mu.Lock()
 	after := e.baseTxID + 1 // what bbolt's txid will be once the frozen overlay is in
 	e.mu.Unlock()
@@ -254,7 +254,7 @@ func (e *walEngine) freeze() error {
 
 // segConfig lays out a new segment: extendBy of zeros at a time, and commits bounded
 // by MaxCommitBytes.
-func (e *walEngine) segConfig() wal.Config {
+func (e *Engine) segConfig() wal.Config {
 	return wal.Config{ExtendBy: extendBy(e.limit), MaxRecord: int(MaxCommitBytes(e.limit))}
 }
 
@@ -273,7 +273,7 @@ func MaxCommitBytes(checkpointBytes int64) int64 {
 var ErrCommitTooLarge = wal.ErrTooLarge
 
 // checkpointLoop writes each frozen overlay into bbolt, then drops it and its segment.
-func (e *walEngine) checkpointLoop() {
+func (e *Engine) checkpointLoop() {
 	defer close(e.loopDone)
 	for range e.ckptReq {
 		e.mu.Lock()
@@ -299,7 +299,7 @@ func (e *walEngine) checkpointLoop() {
 }
 
 // checkpoint writes o into bbolt in one transaction and records its txid.
-func (e *walEngine) checkpoint(o *overlay) error {
+func (e *Engine) checkpoint(o *overlay) error {
 	var txid uint64
 	err := e.db.Update(func(btx *bolt.Tx) error {
 		txid = uint64(btx.ID())
@@ -374,9 +374,14 @@ func applyOverlay(btx *bolt.Tx, o *overlay, reg *bucketRegistry) error {
 	return err
 }
 
+// Stats are the log's totals: record bytes appended, checkpoints made.
+func (e *Engine) Stats() (logBytes, checkpoints int64) {
+	return e.logBytes.Load(), e.checkpoints.Load()
+}
+
 // Checkpoint writes everything committed so far into bbolt and returns once it is there
 // (Backup reads bbolt alone).
-func (e *walEngine) Checkpoint() error {
+func (e *Engine) Checkpoint() error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	if err := e.usable(); err != nil {
@@ -396,7 +401,7 @@ func (e *walEngine) Checkpoint() error {
 
 // finishFrozen waits until the frozen overlay, if there is one, is in bbolt, starting
 // its checkpoint again if the last try failed.
-func (e *walEngine) finishFrozen() error {
+func (e *Engine) finishFrozen() error {
 	e.mu.Lock()
 	if e.frozen == nil {
 		e.mu.Unlock()
@@ -418,7 +423,7 @@ func (e *walEngine) finishFrozen() error {
 
 // Close writes what the log holds into bbolt, deletes the log and closes bbolt. When
 // that fails, the log is left for the next open to replay.
-func (e *walEngine) Close() error {
+func (e *Engine) Close() error {
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
 	if e.closed {
@@ -446,53 +451,12 @@ func (e *walEngine) Close() error {
 	return errors.Join(err, cerr)
 }
 
-// RemoveWAL deletes the write-ahead log of the data file at dbPath, which must not be
+// Remove deletes the write-ahead log of the data file at dbPath, which must not be
 // open: what the log holds is lost. Restoring a backup over a data file discards that
 // file's log with it (a log is refused over a data file it does not belong to).
-func RemoveWAL(dbPath string) error {
+func Remove(dbPath string) error {
 	if err := wal.RemoveAll(wal.OS{}, dbPath); err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
 	return nil
-}
-
-// encode appends ops to p as a log record's payload. A bucket is named ('N': number,
-// parent's number, name) before the first record of the segment that uses its number.
-//
-//	'P' bucket key value | 'D' bucket key | 'B' parent name  (numbers uvarint, bytes
-//	length-prefixed)
-func (e *walEngine) encode(p []byte, ops []walOp) []byte {
-	for _, op := range ops {
-		p = e.define(p, op.id)
-		switch op.kind {
-		case entryValue:
-			p = append(p, 'P')
-			p = binary.AppendUvarint(p, uint64(op.id))
-			p = appendBytes(p, op.key)
-			p = appendBytes(p, op.val)
-		case entryTombstone:
-			p = append(p, 'D')
-			p = binary.AppendUvarint(p, uint64(op.id))
-			p = appendBytes(p, op.key)
-		case entryBucket:
-			p = append(p, 'B')
-			p = binary.AppendUvarint(p, uint64(op.id))
-			p = appendBytes(p, op.key)
-		}
-	}
-	return p
-}
-
-func (e *walEngine) define(p []byte, id uint32) []byte {
-	if id == 0 || e.defined[id] || e.pending[id] {
-		return p
-	}
-	path := e.reg.path(id)
-	p = e.define(p, path.parent)
-	p = append(p, 'N')
-	p = binary.AppendUvarint(p, uint64(id))
-	p = binary.AppendUvarint(p, uint64(path.parent))
-	p = appendBytes(p, path.name)
-	e.pending[id] = true
-	return p
 }
