@@ -58,6 +58,10 @@ func TestSDKJS(t *testing.T) {
 
 	main := startDuraton(t, t.TempDir())
 	ceiling := startDuratonAddr(t, t.TempDir(), "127.0.0.1:0", "--project-ceiling", "1")
+	// The rateLimit example starts ~1,000 runs at once: on the main process they would fill
+	// its project's ceiling and hold the other files' runs behind them (under a loaded CI
+	// machine, past their deadlines). It gets a process of its own.
+	flood := startDuraton(t, t.TempDir())
 	goBase := serveGoWorkflows(t, main)
 
 	files, err := filepath.Glob(filepath.Join(dir, "test", "*.test.mjs"))
@@ -75,6 +79,10 @@ func TestSDKJS(t *testing.T) {
 		"DURATON_CEILING_TOKEN="+ceiling.Token,
 		"DURATON_CEILING_CURRENT_SIGNING_KEY="+ceiling.CurrentSigningKey,
 		"DURATON_CEILING_NEXT_SIGNING_KEY="+ceiling.NextSigningKey,
+		"DURATON_FLOOD_URL="+flood.URL,
+		"DURATON_FLOOD_TOKEN="+flood.Token,
+		"DURATON_FLOOD_CURRENT_SIGNING_KEY="+flood.CurrentSigningKey,
+		"DURATON_FLOOD_NEXT_SIGNING_KEY="+flood.NextSigningKey,
 		"GO_WORKFLOWS="+goBase,
 	)
 	report, err := os.Create(filepath.Join(dir, sdkjsOutput))

@@ -1,6 +1,7 @@
 // Helpers for the SDK's tests: they run against a real `duraton dev` process, started by
 // cmd/duraton/sdkjs_test.go (go test), which passes its credentials in QSTASH_* (and a
-// second process with --project-ceiling 1 in DURATON_CEILING_*). Routes are served by the
+// second process with --project-ceiling 1 in DURATON_CEILING_*, a third for the flooding
+// rateLimit test in DURATON_FLOOD_*). Routes are served by the
 // built package (dist/) on a node:http server bound to 127.0.0.1.
 
 import http from "node:http";
@@ -29,6 +30,14 @@ export const ceilingEnv = () => ({
   QSTASH_TOKEN: need("DURATON_CEILING_TOKEN"),
   QSTASH_CURRENT_SIGNING_KEY: need("DURATON_CEILING_CURRENT_SIGNING_KEY"),
   QSTASH_NEXT_SIGNING_KEY: need("DURATON_CEILING_NEXT_SIGNING_KEY"),
+});
+
+/** The environment of a third process for the test that floods its project with runs. */
+export const floodEnv = () => ({
+  QSTASH_URL: need("DURATON_FLOOD_URL"),
+  QSTASH_TOKEN: need("DURATON_FLOOD_TOKEN"),
+  QSTASH_CURRENT_SIGNING_KEY: need("DURATON_FLOOD_CURRENT_SIGNING_KEY"),
+  QSTASH_NEXT_SIGNING_KEY: need("DURATON_FLOOD_NEXT_SIGNING_KEY"),
 });
 
 export const client = new Client({ env });
