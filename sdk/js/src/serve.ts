@@ -361,15 +361,26 @@ async function readBody(req: ExpressLikeRequest): Promise<Buffer> {
   if (req.body !== undefined && req.readableEnded) {
     throw new BodyError(500, "duraton: the request body was parsed before the workflow route: mount serve().express() before express.json(), or use express.raw({ type: \"*/*\" })");
   }
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of req) {
-    const b = Buffer.isBuffer(c) ? c : Buffer.from(c as string);
-    n += b.length;
-    if (n > maxBody) throw new BodyError(413, `duraton: request body over ${maxBody} bytes`);
-    chunks.push(b);
-  }
-  return Buffer.concat(chunks);
+  // Events rather than an async iterator: a delivery's body is read on every step.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    let over = false;
+    req.on("data", (c: Buffer | string) => {
+      if (over) return; // drained unread: the answer is the 413
+      const b = Buffer.isBuffer(c) ? c : Buffer.from(c);
+      n += b.length;
+      if (n > maxBody) {
+        over = true;
+        chunks.length = 0;
+        reject(new BodyError(413, `duraton: request body over ${maxBody} bytes`));
+        return;
+      }
+      chunks.push(b);
+    });
+    req.once("end", () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, n)));
+    req.once("error", reject);
+  });
 }
 
 function headersObject(h: Headers): Record<string, string> {
