@@ -96,8 +96,20 @@ class Executor implements InlineSteps {
   }
 
   run(handler: (steps: InlineSteps) => Promise<unknown>): Promise<Outcome> {
-    handler(this).then(
-      (result) => this.end(result),
+    let running: Promise<unknown>;
+    try {
+      running = handler(this);
+    } catch (err) {
+      running = Promise.reject(err); // a handler that is not async threw
+    }
+    running.then(
+      (result) => {
+        try {
+          this.end(result);
+        } catch (err) {
+          this.fail(err); // a result JSON cannot encode (a BigInt, a cycle)
+        }
+      },
       (err) => this.fail(err),
     );
     return this.outcome;
