@@ -1,6 +1,7 @@
 // The two ways a delivery is answered, against the real server: inline (Duraton offers
 // it: the step messages or the run's end ride in the delivery's answer) and the API calls
-// of @upstash/workflow (serve({ inlineAnswers: false }), as against QStash). The same
+// of @upstash/workflow (serve({ inlineAnswers: false }), or a delivery without the offer,
+// as from QStash). The same
 // workflows run in both: a parallel group, a sleep, a wait woken by an event, an invoke
 // of a sibling, a failure after a step, and a handler that reads ctx.upstash (the rest
 // of its run moves to @upstash/workflow over the history the inline runtime wrote).
@@ -10,9 +11,14 @@ import assert from "node:assert/strict";
 import { workflow, runFor, WorkflowFailure } from "../dist/index.js";
 import { client, host, runEnded, out, waitFor, tag, short } from "./lib.mjs";
 
-/** Mounts served.node and keeps every answer's status and Duraton-Inline header. */
-function recording(answers) {
+/**
+ * Mounts served.node and keeps every answer's status and Duraton-Inline header; with
+ * strip, the deliveries lose their Duraton-Inline offer on the way in (as from QStash or
+ * an older Duraton).
+ */
+function recording(answers, strip = false) {
   return (s) => (req, res) => {
+    if (strip) delete req.headers["duraton-inline"];
     const writeHead = res.writeHead;
     res.writeHead = function (status, ...rest) {
       const h = rest.find((x) => x && typeof x === "object" && !Array.isArray(x)) ?? {};
@@ -23,8 +29,12 @@ function recording(answers) {
   };
 }
 
-for (const mode of ["inline", "api"]) {
-  const inlineAnswers = mode === "inline";
+// inline: Duraton's offer taken; api: serve({ inlineAnswers: false }); no-offer: the
+// deliveries carry no offer, so @upstash/workflow answers them.
+for (const mode of ["inline", "api", "no-offer"]) {
+  const inlineAnswers = mode !== "api";
+  const strip = mode === "no-offer";
+  const answersInline = mode === "inline";
 
   test(`${mode}: a parallel group, a sleep, a wait and an invoke`, { timeout: 60000 }, async (t) => {
     const k = tag();
@@ -47,7 +57,7 @@ for (const mode of ["inline", "api"]) {
       },
     });
     const answers = [];
-    await host(t, { app: `${mode}-${k}`, workflows: [wf, child], inlineAnswers, mount: recording(answers) });
+    await host(t, { app: `${mode}-${k}`, workflows: [wf, child], inlineAnswers, mount: recording(answers, strip) });
     const r = runFor(await client.sendEvent({ name: `all.${mode}.${k}`, data: { n: 4 } }), wf);
     await waitFor("the run to wait for its event", async () => (await client.getRun(r.runId)).status === "waiting", { timeoutMs: 30000 });
     const woke = await client.sendEvent({ name: `go.${mode}.${k}`, data: { ok: true } });
@@ -66,7 +76,7 @@ for (const mode of ["inline", "api"]) {
     const mine = answers.filter((a) => a.path.endsWith(wf.name));
     assert.ok(mine.every((a) => a.status === 200), short(mine));
     const inlined = mine.filter((a) => a.inline);
-    if (inlineAnswers) {
+    if (answersInline) {
       assert.ok(inlined.some((a) => a.inline === "steps") && inlined.some((a) => a.inline === "end"), `inline answers: ${short(mine)}`);
     } else {
       assert.equal(inlined.length, 0, `no inline answer: ${short(mine)}`);
@@ -92,7 +102,7 @@ for (const mode of ["inline", "api"]) {
         failures.push(f);
       },
     });
-    await host(t, { app: `fail-${mode}-${k}`, workflows: [wf], inlineAnswers });
+    await host(t, { app: `fail-${mode}-${k}`, workflows: [wf], inlineAnswers, mount: recording([], strip) });
     const r = runFor(await client.sendEvent({ name: `fail.${mode}.${k}`, data: { n: 3 } }), wf);
     const run = await runEnded(r.runId, { timeoutMs: 30000 });
     assert.equal(run.status, "failed", short(run));
@@ -119,7 +129,7 @@ for (const mode of ["inline", "api"]) {
         return ctx.step.run("b", () => ({ a, same: id === ctx.runId }));
       },
     });
-    await host(t, { app: `up-${mode}-${k}`, workflows: [wf], inlineAnswers });
+    await host(t, { app: `up-${mode}-${k}`, workflows: [wf], inlineAnswers, mount: recording([], strip) });
     const r = runFor(await client.sendEvent({ name: `up.${mode}.${k}` }), wf);
     const run = await runEnded(r.runId, { timeoutMs: 30000 });
     assert.equal(run.status, "succeeded", short(run));
