@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,8 @@ type chaosOptions struct {
 	killEvery, settle                  time.Duration
 	seed                               uint64
 	bin                                string
+	endpoint                           string // "go" or "ts-native"
+	sdkDir                             string // ts-native: the @duraton/sdk package
 }
 
 func runBenchChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,9 +67,14 @@ func runBenchChaos(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.DurationVar(&o.settle, "settle-timeout", 10*time.Minute, "how long to wait for every run and message to end after the last kill")
 	seed := fs.Int64("seed", time.Now().UnixNano(), "seed of the chaos (endpoint behaviour and kill times)")
 	fs.StringVar(&o.bin, "bin", "", "the duraton binary to run (default: this executable)")
+	fs.StringVar(&o.endpoint, "endpoint", "go", "the workflow's endpoint: go (the Go SDK, in this process) or ts-native (@duraton/sdk in a node child, behind the same chaos)")
+	fs.StringVar(&o.sdkDir, "sdk-dir", filepath.Join("sdk", "js"), "with --endpoint=ts-native: the @duraton/sdk package, installed and built (npm ci && npm run build)")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	if o.endpoint != "go" && o.endpoint != "ts-native" {
+		return fmt.Errorf("--endpoint is go or ts-native, not %q", o.endpoint)
 	}
 	if o.messages < 0 {
 		o.messages = o.runs
@@ -121,11 +129,19 @@ func benchChaos(ctx context.Context, o chaosOptions, logf func(string, ...any)) 
 	if err != nil {
 		return res, err
 	}
+	base := "http://" + ln.Addr().String()
+	if o.endpoint == "ts-native" {
+		child, err := startChaosTSEndpoint(ctx, o.sdkDir, base, srv.getenv, ep)
+		if err != nil {
+			ln.Close()
+			return res, err
+		}
+		defer child.close()
+	}
 	endpoint := &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second}
 	go endpoint.Serve(ln)
 	defer ep.close()
 	defer endpoint.Close()
-	base := "http://" + ln.Addr().String()
 	client, err := sdk.NewClient(sdk.WithEnv(srv.getenv), sdk.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 	if err != nil {
 		return res, err

@@ -23,12 +23,13 @@ type chaosCounts struct {
 	DroppedAfter  int64 `json:"dropped_after_handling"`
 }
 
-// chaosEndpoint serves the bench's workflow (a Go SDK route) and its plain messages,
+// chaosEndpoint serves the bench's workflow (a Go SDK route, or with
+// --endpoint=ts-native a proxy to @duraton/sdk in a node child) and its plain messages,
 // misbehaving at random: it answers 500, hangs until the server gives up, answers slowly,
 // or drops the connection, before or after the request was handled (after: the step's
 // result was published but the delivery never hears the answer).
 type chaosEndpoint struct {
-	handler http.Handler   // the SDK route
+	handler http.Handler   // the SDK route (set before the endpoint serves)
 	stop    chan struct{}  // closed by close: hung requests end
 	active  sync.WaitGroup // requests being served
 

@@ -39,3 +39,27 @@ func TestBenchChaosSmall(t *testing.T) {
 	}
 	require.Positive(t, res.Chaos.DroppedAfter+res.Chaos.Failed+res.Chaos.Hung, "the endpoint misbehaved")
 }
+
+// TestBenchChaosTSNativeSmall is TestBenchChaosSmall with the workflow served by
+// @duraton/sdk in a node child (answering inline) behind the same chaos.
+func TestBenchChaosTSNativeSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts, kills and restarts the duraton binary, and node")
+	}
+	bin, err := duratonBinary()
+	require.NoError(t, err)
+	dir := builtSDKJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err = runBench(ctx, []string{"chaos", "--bin", bin, "--endpoint", "ts-native", "--sdk-dir", dir, "--runs", "40", "--messages", "10", "--kills", "2", "--kill-every", "100ms", "--seed", "7"}, &out, &errOut)
+	require.NoError(t, err, "stderr:\n%s\nresult: %s", errOut.String(), out.String())
+	var res benchChaosResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "%s", out.String())
+	require.Equal(t, 2, res.Kills)
+	require.Equal(t, 40, res.RunsAcked)
+	require.Equal(t, 40, res.RunsSucceeded+res.RunsFailed)
+	require.Zero(t, res.RunsNotTerminal+res.RunsLost+res.DuplicateSteps+res.MessagesLost)
+	require.GreaterOrEqual(t, res.StepExecutions, int64(3*res.RunsSucceeded), "every step ran in node")
+	require.Positive(t, res.Chaos.DroppedAfter+res.Chaos.Failed+res.Chaos.Hung, "the endpoint misbehaved")
+}

@@ -51,8 +51,9 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (with --endpoint=external: of the server process only)")
 	memProfile := fs.String("memprofile", "", "with --endpoint=external: write the server process's allocation profile to this file")
 	endpointProfile := fs.String("endpoint-cpuprofile", "", "with --endpoint=external: write the endpoint process's CPU profile to this file")
-	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step and per run; ts: as external, but the endpoint is the official @upstash/workflow serve() in a node child process")
+	endpoint := fs.String("endpoint", "inprocess", "inprocess: server, endpoint and load in one process; external: the server and the Go SDK endpoint each in a child process, with their CPU per step and per run; ts: as external, but the endpoint is the official @upstash/workflow serve() in a node child process; ts-native: as ts, with @duraton/sdk's serve() (inline answers)")
 	tsDir := fs.String("ts-dir", filepath.Join("cmd", "duraton", "testdata", "compat"), "with --endpoint=ts: the directory holding bench/wf-endpoint.mjs and node_modules/@upstash/workflow (npm ci --prefix <dir>)")
+	sdkDir := fs.String("sdk-dir", filepath.Join("sdk", "js"), "with --endpoint=ts-native: the @duraton/sdk package, installed and built (npm ci && npm run build)")
 	store := fs.String("store", "", "postgres:// URL of an empty database to run the server on (needs --endpoint=external or ts); empty: a fresh bbolt file")
 	replicas := fs.Int("replicas", 0, "with --store: run this many `duraton serve` replicas on it instead of one bench server; runs are triggered through all of them")
 	if err := fs.Parse(args); err != nil {
@@ -66,10 +67,13 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	progress := progressWriter(stderr, *jsonOnly)
 	switch *endpoint {
-	case "external", "ts":
+	case "external", "ts", "ts-native":
 		ep := wfEndpoint{kind: "go"}
-		if *endpoint == "ts" {
+		switch *endpoint {
+		case "ts":
 			ep = wfEndpoint{kind: "ts", tsDir: *tsDir}
+		case "ts-native":
+			ep = wfEndpoint{kind: "ts-native", tsDir: *sdkDir}
 		}
 		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, ep, benchStore{url: *store, replicas: *replicas}, *cpuProfile, *memProfile, *endpointProfile, progress)
 		if err != nil {
@@ -78,7 +82,7 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 		return printJSONLine(stdout, res)
 	case "inprocess":
 	default:
-		return fmt.Errorf("--endpoint is inprocess, external or ts, not %q", *endpoint)
+		return fmt.Errorf("--endpoint is inprocess, external, ts or ts-native, not %q", *endpoint)
 	}
 	stop, err := startCPUProfile(*cpuProfile)
 	if err != nil {

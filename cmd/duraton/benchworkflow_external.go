@@ -71,11 +71,11 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 	}
 	var endpoint *benchChild
 	var err error
-	if ep.kind == "ts" {
+	if ep.kind != "go" {
 		if endpointProfile != "" {
 			return benchWorkflowResult{}, errors.New("--endpoint-cpuprofile is for the Go endpoint (--endpoint=external); profile node with --cpu-prof yourself")
 		}
-		endpoint, err = startTSEndpoint(ctx, ep.tsDir, steps, env, onLine)
+		endpoint, err = startTSEndpoint(ctx, ep, steps, env, onLine)
 	} else {
 		endpointArgs := []string{"_wf-endpoint", "--steps", strconv.Itoa(steps)}
 		if endpointProfile != "" {

@@ -1,12 +1,18 @@
-// serve({ app, workflows, baseUrl }): one @upstash/workflow serve() route per workflow
-// under the base path, as a Fetch-API handler with adapters for Node's http and Express,
-// and the app's registration (PUT /apps/{app}), also run on start.
+// serve({ app, workflows, baseUrl }): one route per workflow under the base path, as a
+// Fetch-API handler with adapters for Node's http and Express, and the app's
+// registration (PUT /apps/{app}), also run on start. A delivery that offers inline
+// answers (Duraton) is run by the inline runtime (inline.ts); any other (QStash, an older
+// Duraton, callbacks and failure callbacks) by @upstash/workflow's serve().
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Client as QStashClient, Receiver } from "@upstash/qstash";
 import { serve as upstashServe } from "@upstash/workflow";
+import { apiAt, type Answer } from "./answers.js";
 import { Client, processEnv, type Env, type RegisteredApp, type WorkflowDefinitionJSON } from "./client.js";
 import { controlNames } from "./controls.js";
+import { Fallback, runInline, type Outcome } from "./inline.js";
+import { makeInlineContext } from "./inline-context.js";
+import { verifySignature } from "./verify.js";
 import { failureError, makeContext, eventsOf, type Workflow } from "./workflow.js";
 
 export interface ServeOptions {
@@ -33,6 +39,11 @@ export interface ServeOptions {
   registerOnStart?: boolean;
   /** Reports a failed registration on start (default: console.error). */
   onRegisterError?: (err: unknown) => void;
+  /**
+   * Answer deliveries that offer it inline, in one exchange per step (default true).
+   * false: every step through the API calls of @upstash/workflow, as against QStash.
+   */
+  inlineAnswers?: boolean;
 }
 
 /** A Fetch-API handler: (Request) => Promise<Response>. */
@@ -91,7 +102,7 @@ export function serve(opts: ServeOptions): Served {
     if (!seen.has(name)) throw new Error(`duraton: invoke: workflow ${name} is not served by this serve() (app ${opts.app}): pass its URL`);
     return urlOf(name);
   };
-  const routes = new Map<string, FetchHandler>();
+  const routes = new Map<string, Route>();
   // @upstash/workflow hands its failure function only the `message` of the failed answer;
   // the whole answer (a budget stop's code, spend and cap) is kept here per run while the
   // failure callback is handled.
@@ -116,6 +127,46 @@ export function serve(opts: ServeOptions): Served {
         if (runId) failureBodies.delete(runId);
       }
     };
+  const keys = current && next ? { current, next } : undefined;
+  const api = apiAt(client.url, client.token);
+  const inlineOn = opts.inlineAnswers ?? true;
+  // Workflows whose handler read ctx.upstash: their deliveries go to @upstash/workflow.
+  const upstashOnly = new Set<string>();
+  const inlineRoute =
+    (wf: Workflow): InlineRoute =>
+    async (get, all, body) => {
+      const runId = get("upstash-workflow-runid");
+      if (!runId) return Fallback;
+      if (keys) {
+        try {
+          verifySignature(get("upstash-signature"), body, keys);
+        } catch {
+          return Fallback; // @upstash/workflow's receiver refuses it with its own answer
+        }
+      }
+      const d = {
+        runId,
+        url: urlOf(wf),
+        inlineMax: inlineOffer(get),
+        invokeCount: Number(get("upstash-workflow-invoke-count") ?? 0) || 0,
+        createdAt: Number(get("upstash-workflow-createdat") ?? 0) || 0,
+        api,
+      };
+      const text = typeof body === "string" ? body : body.toString("utf8");
+      return runInline(d, text, (s) =>
+        Promise.resolve(wf.handler(makeInlineContext(s, wf, opts.app, siblingURL, () => userHeaders(all()), (k) => get(k) ?? undefined, () => upstashOnly.add(wf.name)))),
+      );
+    };
+  // A delivery the inline runtime takes: it offers inline answers and is a step of a run.
+  const inlineOf = (wf: string, get: HeaderGetter) =>
+    inlineOn &&
+    inlineOffer(get) > 0 &&
+    get("upstash-workflow-sdk-version") === "1" &&
+    !get("upstash-workflow-callback") &&
+    !get("upstash-workflow-failure-callback") &&
+    !get("upstash-workflow-is-failure") &&
+    !get("upstash-workflow-unknown-sdk") &&
+    !upstashOnly.has(wf);
   for (const wf of opts.workflows) {
     const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL)), {
       url: urlOf(wf),
@@ -139,7 +190,7 @@ export function serve(opts: ServeOptions): Served {
           }
         : undefined,
     });
-    routes.set(`${basePath}/${wf.name}`, wf.onFailure ? keepFailureBody(handler) : handler);
+    routes.set(`${basePath}/${wf.name}`, { name: wf.name, upstash: wf.onFailure ? keepFailureBody(handler) : handler, inline: inlineRoute(wf) });
   }
 
   const routeOf = (pathname: string) => {
@@ -154,7 +205,26 @@ export function serve(opts: ServeOptions): Served {
     const { path, route } = routeOf(new URL(req.url).pathname);
     if (!route) return json(404, { error: `no workflow of app ${opts.app} at ${path}` });
     if (req.method !== "POST") return json(405, { error: `${req.method} ${path}: workflow routes take POST` });
-    return route(req);
+    const get: HeaderGetter = (k) => req.headers.get(k);
+    if (!inlineOf(route.name, get)) return route.upstash(req);
+    const body = await req.text();
+    const out = await route.inline(get, () => req.headers, body);
+    if (out === Fallback) return route.upstash(new Request(req.url, { method: req.method, headers: req.headers, body }));
+    return new Response(out.body, { status: out.status, headers: out.headers });
+  };
+  // The Node adapters answer inline deliveries without a Fetch Request and Response.
+  const nodeInline: NodeInline = async (pathname, req, res, body) => {
+    const { route } = routeOf(pathname);
+    if (!route || req.method !== "POST") return false;
+    const get: HeaderGetter = (k) => {
+      const v = req.headers[k];
+      return v === undefined ? null : Array.isArray(v) ? v.join(", ") : v;
+    };
+    if (!inlineOf(route.name, get)) return false;
+    const out = await route.inline(get, () => nodeHeaders(req), body);
+    if (out === Fallback) return false;
+    writeAnswer(res, out);
+    return true;
   };
 
   let registration: Promise<RegisteredApp> | undefined;
@@ -167,12 +237,12 @@ export function serve(opts: ServeOptions): Served {
 
   const parts: Omit<Served, keyof FetchHandler> = {
     fetch: fetchHandler,
-    node: (req, res) => void toNode(fetchHandler, base, req, res, req.url ?? "/"),
+    node: (req, res) => void toNode(fetchHandler, nodeInline, base, req, res, req.url ?? "/"),
     express: () => (req, res, next) => {
       const url = req.originalUrl ?? req.url ?? "/";
       // Not a workflow route: the rest of the Express app answers it.
       if (!routeOf(new URL(url, base.origin).pathname).route) return next();
-      toNode(fetchHandler, base, req, res, url).catch(next);
+      toNode(fetchHandler, nodeInline, base, req, res, url).catch(next);
     },
     registerApp,
     ready: registration,
@@ -192,6 +262,58 @@ export function definition(w: Workflow<any, any>, url: string): WorkflowDefiniti
   return d;
 }
 
+/** Reads one request header (lower-case name); null when absent. */
+type HeaderGetter = (name: string) => string | null;
+/** The inline runtime of one workflow: the delivery's headers (one, all) and raw body. */
+type InlineRoute = (get: HeaderGetter, all: () => Headers, body: string | Buffer) => Promise<Outcome>;
+interface Route {
+  name: string;
+  upstash: FetchHandler;
+  inline: InlineRoute;
+}
+/** Answers an inline delivery on a Node response; false: not one (the Fetch path answers it). */
+type NodeInline = (pathname: string, req: IncomingMessage, res: ServerResponse, body: Buffer) => Promise<boolean>;
+
+/** The size of inline answer a delivery offers (Duraton-Inline: <max bytes>); 0: none. */
+function inlineOffer(get: HeaderGetter): number {
+  const v = get("duraton-inline");
+  if (!v) return 0;
+  const n = Number(v);
+  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/** The headers a handler sees (ctx.headers): @upstash/workflow's selection of the delivery's. */
+function userHeaders(all: Headers): Headers {
+  const out = new Headers();
+  all.forEach((v, k) => {
+    const l = k.toLowerCase();
+    const keep =
+      (l !== "upstash-region" &&
+        !l.startsWith("upstash-workflow-") &&
+        !l.startsWith("x-vercel-") &&
+        !l.startsWith("x-forwarded-") &&
+        !hiddenHeaders.has(l)) ||
+      l === "upstash-label";
+    if (keep) out.append(k, v);
+  });
+  return out;
+}
+const hiddenHeaders = new Set(["cf-connecting-ip", "cdn-loop", "cf-ew-via", "cf-ray", "render-proxy-ttl"]);
+
+function nodeHeaders(req: IncomingMessage): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v);
+  }
+  return h;
+}
+
+function writeAnswer(res: ServerResponse, a: Answer): void {
+  a.headers["content-length"] = String(Buffer.byteLength(a.body));
+  res.writeHead(a.status, a.headers);
+  res.end(a.body);
+}
+
 function json(status: number, v: unknown): Response {
   return new Response(JSON.stringify(v), { status, headers: { "content-type": "application/json" } });
 }
@@ -199,9 +321,10 @@ function json(status: number, v: unknown): Response {
 /** A delivery carries the run's whole history, so the bound is generous (as the Go SDK's). */
 const maxBody = 32 << 20;
 
-async function toNode(h: FetchHandler, base: URL, req: ExpressLikeRequest, res: ServerResponse, path: string): Promise<void> {
+async function toNode(h: FetchHandler, inline: NodeInline, base: URL, req: ExpressLikeRequest, res: ServerResponse, path: string): Promise<void> {
   try {
     const body = await readBody(req);
+    if (await inline(new URL(path, base.origin).pathname, req, res, body)) return;
     const headers = new Headers();
     for (const [k, v] of Object.entries(req.headers)) {
       if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
@@ -238,15 +361,26 @@ async function readBody(req: ExpressLikeRequest): Promise<Buffer> {
   if (req.body !== undefined && req.readableEnded) {
     throw new BodyError(500, "duraton: the request body was parsed before the workflow route: mount serve().express() before express.json(), or use express.raw({ type: \"*/*\" })");
   }
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of req) {
-    const b = Buffer.isBuffer(c) ? c : Buffer.from(c as string);
-    n += b.length;
-    if (n > maxBody) throw new BodyError(413, `duraton: request body over ${maxBody} bytes`);
-    chunks.push(b);
-  }
-  return Buffer.concat(chunks);
+  // Events rather than an async iterator: a delivery's body is read on every step.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    let over = false;
+    req.on("data", (c: Buffer | string) => {
+      if (over) return; // drained unread: the answer is the 413
+      const b = Buffer.isBuffer(c) ? c : Buffer.from(c);
+      n += b.length;
+      if (n > maxBody) {
+        over = true;
+        chunks.length = 0;
+        reject(new BodyError(413, `duraton: request body over ${maxBody} bytes`));
+        return;
+      }
+      chunks.push(b);
+    });
+    req.once("end", () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, n)));
+    req.once("error", reject);
+  });
 }
 
 function headersObject(h: Headers): Record<string, string> {
