@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/duraton/duraton/server/authlimit"
+	"github.com/duraton/duraton/server/internal/authlimit"
 )
 
 // TokenHash is how tokens are stored: only their SHA-256, never the token itself.

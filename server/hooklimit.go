@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/duraton/duraton/server/authlimit"
+	"github.com/duraton/duraton/server/internal/authlimit"
 )
 
 // hookLimiter rate-limits the public webhook route per client address: a token bucket of

@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
-	"github.com/duraton/duraton/server/authlimit"
+	"github.com/duraton/duraton/server/internal/authlimit"
 )
 
 // Config configures the HTTP server. Zero fields take the documented defaults; negative

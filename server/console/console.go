@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
-	"github.com/duraton/duraton/server/authlimit"
+	"github.com/duraton/duraton/server/internal/authlimit"
 )
 
 //go:embed templates/*.html
