@@ -33,10 +33,16 @@ type App struct {
 	UpdatedAt int64    `json:"updatedAt"`
 }
 
-// Trigger names an event that starts a workflow.
+// Trigger starts a workflow: an event name, or a cron schedule (five fields, in the IANA
+// zone TZ, UTC when empty) whose fires are events named CronEventName.
 type Trigger struct {
-	Event string `json:"event"`
+	Event string `json:"event,omitempty"`
+	Cron  string `json:"cron,omitempty"`
+	TZ    string `json:"tz,omitempty"`
 }
+
+// CronEventName names the events of cron fires.
+const CronEventName = "duraton/cron"
 
 // WorkflowDef is a native workflow definition, normalized.
 type WorkflowDef struct {
@@ -64,13 +70,17 @@ type EventRun struct {
 }
 
 // Event is an event sent to POST /events, with what each matching workflow did with it.
+// A delayed event has ScheduledFor (unix ms; Ts is then that time too) and is Pending
+// until it fans out then.
 type Event struct {
-	ID       string          `json:"id"`
-	Name     string          `json:"name"`
-	Data     json.RawMessage `json:"data"`
-	DedupeID string          `json:"dedupeId,omitempty"`
-	Ts       int64           `json:"ts"`
-	Runs     []EventRun      `json:"runs"`
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Data         json.RawMessage `json:"data"`
+	DedupeID     string          `json:"dedupeId,omitempty"`
+	Ts           int64           `json:"ts"`
+	ScheduledFor int64           `json:"scheduledFor,omitempty"`
+	Pending      bool            `json:"pending,omitempty"`
+	Runs         []EventRun      `json:"runs"`
 }
 
 // ---- apps and definitions
@@ -119,6 +129,9 @@ func (t *Tx) PutWorkflowDef(project string, d *WorkflowDef) error {
 		return err
 	}
 	for _, tr := range d.Triggers {
+		if tr.Event == "" {
+			continue // a cron trigger: its fires are timers (native_timers.go)
+		}
 		if err := ix.Put(triggerKey(tr.Event, d.Name), []byte(d.App)); err != nil {
 			return err
 		}
@@ -144,6 +157,9 @@ func (t *Tx) DeleteWorkflowDef(project, name string) error {
 	}
 	if ix := t.bucket(project, bucketTriggers); ix != nil {
 		for _, tr := range d.Triggers {
+			if tr.Event == "" {
+				continue
+			}
 			if err := ix.Delete(triggerKey(tr.Event, name)); err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/flowctl"
@@ -27,19 +28,24 @@ type (
 	EventRun = storage.EventRun
 )
 
-// EventIn is one event of a POST /events request.
+// EventIn is one event of a POST /events request. At most one of Ts (unix ms) and Delay
+// is set: the event then fans out at that time (delayed.go).
 type EventIn struct {
 	Name     string          `json:"name"`
 	Data     json.RawMessage `json:"data"`
 	DedupeID string          `json:"dedupeId"`
+	Ts       int64           `json:"ts,omitempty"`
+	Delay    time.Duration   `json:"-"`
 }
 
 // EventResult answers one event: its id and what each matching workflow did; Deduped
-// when its dedupeId was seen within the window (Id is then the first event's id).
+// when its dedupeId was seen within the window (Id is then the first event's id);
+// ScheduledFor (unix ms) when it is delayed (Runs is then empty).
 type EventResult struct {
-	ID      string     `json:"id"`
-	Deduped bool       `json:"deduped,omitempty"`
-	Runs    []EventRun `json:"runs"`
+	ID           string     `json:"id"`
+	Deduped      bool       `json:"deduped,omitempty"`
+	ScheduledFor int64      `json:"scheduledFor,omitempty"`
+	Runs         []EventRun `json:"runs"`
 }
 
 // ParseEvents reads a POST /events body: one event object or an array of them (at most
@@ -69,8 +75,10 @@ func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
 			Name     string          `json:"name"`
 			Data     json.RawMessage `json:"data"`
 			DedupeID *string         `json:"dedupeId"`
+			Ts       *int64          `json:"ts"`
+			Delay    *string         `json:"delay"`
 		}
-		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId"}, &in); err != nil {
+		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId", "ts", "delay"}, &in); err != nil {
 			var fe *flowctl.FieldError
 			if errors.As(err, &fe) {
 				return nil, invalid("%s", fe.Error())
@@ -86,6 +94,9 @@ func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
 				return nil, invalid("%s.dedupeId: want 1 to %d bytes of text", who, MaxDedupeIDLen)
 			}
 			out[i].DedupeID = *d
+		}
+		if err := parseDelay(who, in.Ts, in.Delay, &out[i], s.cfg.Now()); err != nil {
+			return nil, err
 		}
 		if out[i].Data == nil {
 			out[i].Data = json.RawMessage("null")
@@ -150,6 +161,10 @@ func (s *Service) SendEvents(ctx context.Context, project string, events []Event
 		return nil, err
 	}
 	for _, r := range out {
+		if r.ScheduledFor != 0 {
+			s.wake() // its timer may be the earliest
+			return out, nil
+		}
 		for _, run := range r.Runs {
 			if run.Debounced || run.Batched {
 				s.wake() // a buffer's deadline may now be the earliest
@@ -173,52 +188,66 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 		}
 	}
 	ev := Event{ID: s.ids.New(storage.PrefixEvent, now), Name: in.Name, Data: in.Data, DedupeID: in.DedupeID, Ts: now.UnixMilli(), Runs: []EventRun{}}
-	defs, err := tx.TriggeredBy(project, in.Name)
-	if err != nil {
-		return EventResult{}, err
-	}
-	for i := range defs {
-		d := &defs[i]
-		v, err := admit(tx, project, d, in.Data, now)
-		if err != nil {
-			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
-		}
-		switch {
-		case v.deduped:
-			ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, Deduped: true})
-			continue
-		case v.dropped:
-			ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, Dropped: true})
-			continue
-		}
-		if err := v.commit(tx, project); err != nil {
-			return EventResult{}, err
-		}
-		pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
-		r, held, err := s.bufferTx(n, project, d, pe)
-		if err != nil {
-			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
-		}
-		if !held {
-			if r, err = s.startTx(n, project, d, []payloadEvent{pe}); err != nil {
-				return EventResult{}, err
-			}
-		}
-		ev.Runs = append(ev.Runs, r)
-	}
-	if _, err := n.Notify(project, in.Name, in.Data); err != nil {
-		return EventResult{}, err
-	}
 	if in.DedupeID != "" {
 		exp := now.Add(s.cfg.EventDedupWindow).UnixMilli()
 		if err := tx.PutEventDedup(project, in.DedupeID, &storage.DedupRecord{MessageID: ev.ID, ExpiresAt: exp}); err != nil {
 			return EventResult{}, err
 		}
 	}
-	if err := tx.PutEvent(project, &ev); err != nil {
+	if at, delayed := scheduledFor(in, now); delayed {
+		ev.Ts, ev.ScheduledFor, ev.Pending = at, at, true
+		if err := tx.PutDelayedEvent(project, &ev); err != nil {
+			return EventResult{}, err
+		}
+		return EventResult{ID: ev.ID, ScheduledFor: at, Runs: ev.Runs}, nil
+	}
+	if err := s.fanOutTx(n, project, &ev); err != nil {
 		return EventResult{}, err
 	}
 	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
+}
+
+// fanOutTx passes ev to every workflow its name triggers, wakes its waiters and stores
+// it with what each workflow did.
+func (s *Service) fanOutTx(n *delivery.NativeTx, project string, ev *Event) error {
+	defs, err := n.Tx.TriggeredBy(project, ev.Name)
+	if err != nil {
+		return err
+	}
+	for i := range defs {
+		d := &defs[i]
+		r, err := s.routeTx(n, project, d, payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts})
+		if err != nil {
+			return fmt.Errorf("workflow %q: %w", d.Name, err)
+		}
+		ev.Runs = append(ev.Runs, r)
+	}
+	if _, err := n.Notify(project, ev.Name, ev.Data); err != nil {
+		return err
+	}
+	return n.Tx.PutEvent(project, ev)
+}
+
+// routeTx passes one event to one workflow: its gates, then a buffer or a new run.
+func (s *Service) routeTx(n *delivery.NativeTx, project string, d *Workflow, pe payloadEvent) (EventRun, error) {
+	v, err := admit(n.Tx, project, d, pe.Data, n.Now)
+	if err != nil {
+		return EventRun{}, err
+	}
+	switch {
+	case v.deduped:
+		return EventRun{Workflow: d.Name, Deduped: true}, nil
+	case v.dropped:
+		return EventRun{Workflow: d.Name, Dropped: true}, nil
+	}
+	if err := v.commit(n.Tx, project); err != nil {
+		return EventRun{}, err
+	}
+	r, held, err := s.bufferTx(n, project, d, pe)
+	if err != nil || held {
+		return r, err
+	}
+	return s.startTx(n, project, d, []payloadEvent{pe})
 }
 
 // payload is a run's initial payload (native-api.md, "What the endpoint receives"): the

@@ -83,9 +83,24 @@ type TokenThrottle struct {
 	Key    string `json:"key,omitempty"`
 }
 
-// Trigger names an event that starts a workflow.
+// Trigger starts a workflow: an event name, or a cron schedule (five fields) in the IANA
+// zone TZ (UTC when empty), whose fires are events named CronEventName with CronData.
 type Trigger struct {
-	Event string `json:"event"`
+	Event string `json:"event,omitempty"`
+	Cron  string `json:"cron,omitempty"`
+	TZ    string `json:"tz,omitempty"`
+}
+
+// CronEventName names the events of cron fires.
+const CronEventName = "duraton/cron"
+
+// CronData is the data of a cron fire's event: the instant it stands for (unix ms), and
+// Late when it fires after downtime (only the most recent missed instant fires).
+type CronData struct {
+	Cron        string `json:"cron"`
+	TZ          string `json:"tz,omitempty"`
+	ScheduledAt int64  `json:"scheduledAt"`
+	Late        bool   `json:"late,omitempty"`
 }
 
 // WorkflowDefinition is one workflow of a PUT /apps/{app} body: the controls flat beside
@@ -118,9 +133,11 @@ type RegisteredWorkflow struct {
 
 // TriggerEvents are the event names that start the workflow.
 func (w RegisteredWorkflow) TriggerEvents() []string {
-	out := make([]string, len(w.Triggers))
-	for i, t := range w.Triggers {
-		out[i] = t.Event
+	out := make([]string, 0, len(w.Triggers))
+	for _, t := range w.Triggers {
+		if t.Event != "" {
+			out = append(out, t.Event)
+		}
 	}
 	return out
 }
@@ -133,20 +150,24 @@ type RegisteredApp struct {
 	Workflows []RegisteredWorkflow `json:"workflows"`
 }
 
-// EventIn is one event of a POST /events body.
+// EventIn is one event of a POST /events body. Ts (unix ms, at most 365 days ahead) or
+// Delay (a duration such as "90s") delays its fan-out: at most one of them.
 type EventIn struct {
 	Name     string          `json:"name"`
 	Data     json.RawMessage `json:"data"`
 	DedupeID string          `json:"dedupeId,omitempty"`
+	Ts       int64           `json:"ts,omitempty"`
+	Delay    string          `json:"delay,omitempty"`
 }
 
 // EventResult is what the server did with one event: its id and, per workflow whose
 // trigger names it, the outcome. Deduped when its dedupeId was seen (ID is then the
-// first event's).
+// first event's). A delayed event has ScheduledFor (unix ms) and no runs yet.
 type EventResult struct {
-	ID      string     `json:"id"`
-	Deduped bool       `json:"deduped,omitempty"`
-	Runs    []EventRun `json:"runs"`
+	ID           string     `json:"id"`
+	Deduped      bool       `json:"deduped,omitempty"`
+	ScheduledFor int64      `json:"scheduledFor,omitempty"`
+	Runs         []EventRun `json:"runs"`
 }
 
 // Run returns the outcome of the named workflow, false when the event did not match it.

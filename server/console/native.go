@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -84,6 +85,10 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request) {
 			row := workflowRow{Name: def.Name, App: def.App, URL: def.URL, Retries: def.Retries, Controls: controlsInWords(def.FlowControl),
 				Backlog: backlog[def.Name], RunsLastHour: hour[def.Name]}
 			for _, t := range def.Triggers {
+				if t.Cron != "" {
+					row.Triggers = append(row.Triggers, "cron "+t.Cron+" "+cmp.Or(t.TZ, "UTC"))
+					continue
+				}
 				row.Triggers = append(row.Triggers, t.Event)
 			}
 			d.Workflows = append(d.Workflows, row)
