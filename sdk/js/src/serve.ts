@@ -117,7 +117,7 @@ export function serve(opts: ServeOptions): Served {
       }
     };
   for (const wf of opts.workflows) {
-    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL)), {
+    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL, client)), {
       url: urlOf(wf),
       qstashClient,
       receiver,

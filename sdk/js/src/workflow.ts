@@ -5,6 +5,8 @@
 import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 import type { Controls } from "./controls.js";
 import { BudgetError, budgetErrorFrom, budgetErrorFromMessage, WorkflowFailure } from "./errors.js";
+import type { SendEvent } from "./client.js";
+import { sendEventStep, type EventSender } from "./sendevent.js";
 
 /** One event as the run received it. */
 export interface ReceivedEvent<TData = any> {
@@ -86,6 +88,11 @@ export interface Steps {
    * run's `cap` fails the run with a BudgetError (the failure handler receives it).
    */
   ai<T = unknown>(name: string, opts: AIOptions): Promise<CallResult<T>>;
+  /**
+   * Sends events (POST /events) as a recorded step and returns their ids: a replay returns
+   * the recorded ids and sends nothing again.
+   */
+  sendEvent(name: string, events: SendEvent | SendEvent[]): Promise<string[]>;
 }
 
 /** What a handler receives. */
@@ -175,9 +182,11 @@ export function eventsOf(payload: unknown, createdAt: number): { event: Received
 }
 
 /** Builds ctx for one delivery from the @upstash/workflow context. */
-export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: string, siblingURL: (name: string) => string): Context {
+export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: string, siblingURL: (name: string) => string, client?: EventSender): Context {
   const { event, events } = eventsOf(c.requestPayload, c.workflowRunCreatedAt);
+  let sends = 0;
   const step: Steps = {
+    sendEvent: (name, evs) => sendEventStep(c, client, name, evs, sends++),
     run: (name, fn) => c.run(name, fn) as Promise<never>,
     sleep: (name, d) => c.sleep(name, d),
     sleepUntil: (name, when) => c.sleepUntil(name, when),
