@@ -299,7 +299,11 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// scope. The first scope is the run's waitlist; a second is a further key whose
 		// slot the scheduler admits together with the first's.
 		value, _ := flowctl.ResolveKey(events[0].Data, c.Key)
-		fc := flowctl.Config{Key: concurrencyKey(d.Name, i, value), Parallelism: c.Limit, Period: flowctl.DefaultPeriod}
+		key := concurrencyKey(d.Name, i, value)
+		if c.Scope == flowctl.ScopeApp {
+			key = appConcurrencyKey(d.App, c, value)
+		}
+		fc := flowctl.Config{Key: key, Parallelism: c.Limit, Period: flowctl.DefaultPeriod}
 		if i == 0 {
 			m.FlowControl = &fc
 		} else {
@@ -312,7 +316,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// spends nothing. A run without concurrency waits in a waitlist of its own
 		// scope, with no limit but the gate, so it holds up no one else.
 		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
-		m.StartGate = &storage.StartGate{Key: gateKey(d.Name, gateThrottle, value), Limit: g.Limit, PerMs: g.PerMs}
+		m.StartGate = throttleGate(gateKey(d.Name, gateThrottle, value), g)
 		if m.FlowControl == nil {
 			m.FlowControl = &flowctl.Config{Key: throttleKey(d.Name, value), Period: flowctl.DefaultPeriod}
 		}
@@ -345,6 +349,28 @@ func concurrencyKey(workflow string, scope int, value string) string {
 		salt = "\x00c" + strconv.Itoa(scope)
 	}
 	return flowKeyOf(workflow, value+salt)
+}
+
+// appConcurrencyKey is the flow-control key of an app-scope concurrency limit: the same
+// for every workflow of the app that declares the same key text and limit, so their runs
+// share the limit.
+func appConcurrencyKey(app string, c flowctl.Concurrency, value string) string {
+	sum := sha256.Sum256([]byte(app + "\x00" + c.Key + "\x00" + strconv.Itoa(c.Limit) + "\x00" + value))
+	return "app." + strings.ReplaceAll(app, ":", "_") + "." + hex.EncodeToString(sum[:8])
+}
+
+// throttleGate is the start gate of a throttle. The gate is a GCRA of limit per period:
+// emission interval T = period/limit, burst tolerance (limit−1)·T. A burst B below the
+// limit keeps T and makes the tolerance (B−1)·T, which is the same machine as a gate of
+// B per B·T: that is the gate stored (B·T rounded up to the millisecond, so the pace is
+// never faster than limit per period).
+func throttleGate(key string, g *flowctl.GCRALimit) *storage.StartGate {
+	b := g.BurstOrLimit()
+	if b == g.Limit {
+		return &storage.StartGate{Key: key, Limit: g.Limit, PerMs: g.PerMs}
+	}
+	perMs := (g.PerMs*int64(b) + int64(g.Limit) - 1) / int64(g.Limit)
+	return &storage.StartGate{Key: key, Limit: b, PerMs: perMs}
 }
 
 // throttleKey is the waitlist of a throttled workflow without concurrency.

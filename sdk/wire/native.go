@@ -24,18 +24,23 @@ type Controls struct {
 }
 
 // Concurrency limits deliveries holding a slot at once, per value of Key (a dotted path
-// into the event's data; "" for the whole workflow).
+// into the event's data; "" for the whole workflow). Scope "app" shares the limit with
+// every workflow of the app that declares the same Key and Limit with scope "app"; ""
+// or "workflow" is the workflow's own.
 type Concurrency struct {
 	Limit int    `json:"limit"`
 	Key   string `json:"key,omitempty"`
+	Scope string `json:"scope,omitempty"`
 }
 
-// Rate is a throttle (delays run starts) or a rateLimit (drops events): Limit per PerMs,
-// burst = Limit.
+// Rate is a throttle (delays run starts) or a rateLimit (drops events): Limit per PerMs.
+// Burst (throttle only, 1 to Limit; 0 means Limit) is how many starts go at once from
+// idle before the steady pace.
 type Rate struct {
 	Limit int    `json:"limit"`
 	PerMs int64  `json:"perMs"`
 	Key   string `json:"key,omitempty"`
+	Burst int    `json:"burst,omitempty"`
 }
 
 // Debounce starts one run PeriodMs after the last event of a burst (at the latest
