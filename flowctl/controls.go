@@ -85,10 +85,13 @@ type Cap struct {
 }
 
 // TokenThrottle limits AI tokens per scope: a token bucket that delays run starts.
+// Estimate (1 to Tokens) is the tokens a run is assumed to spend until the scope has
+// seen runs end; without it the scope starts one run at a time until then.
 type TokenThrottle struct {
-	Tokens int64  `json:"tokens"`
-	PerMs  int64  `json:"perMs"`
-	Key    string `json:"key,omitempty"`
+	Tokens   int64  `json:"tokens"`
+	PerMs    int64  `json:"perMs"`
+	Key      string `json:"key,omitempty"`
+	Estimate int64  `json:"estimate,omitempty"`
 }
 
 // Controls are a workflow's flat controls; a nil field is off.
@@ -168,7 +171,7 @@ func ParseControls(fields map[string]json.RawMessage) (Controls, error) {
 		{"singleton", &c.Singleton, []string{"key", "mode"}},
 		{"idempotency", &c.Idempotency, []string{"key", "periodMs"}},
 		{"cap", &c.Cap, []string{"maxCost", "maxTokens"}},
-		{"tokenThrottle", &c.TokenThrottle, []string{"tokens", "perMs", "key"}},
+		{"tokenThrottle", &c.TokenThrottle, []string{"tokens", "perMs", "key", "estimate"}},
 	}
 	for _, s := range steps {
 		raw, ok := fields[s.name]
@@ -178,6 +181,9 @@ func ParseControls(fields map[string]json.RawMessage) (Controls, error) {
 		if err := DecodeStrict(s.name, raw, s.keys, s.dst); err != nil {
 			return Controls{}, err
 		}
+	}
+	if raw, ok := fields["tokenThrottle"]; ok && c.TokenThrottle != nil && c.TokenThrottle.Estimate == 0 && hasField(raw, "estimate") {
+		return Controls{}, fieldErr("tokenThrottle.estimate", "must be between 1 and tokens (%d), got 0 (leave it out to start one run at a time until an average is known)", c.TokenThrottle.Tokens)
 	}
 	if raw, ok := fields["throttle"]; ok && c.Throttle != nil && c.Throttle.Burst == 0 && hasField(raw, "burst") {
 		return Controls{}, fieldErr("throttle.burst", "must be between 1 and limit (%d), got 0 (leave it out for burst = limit)", c.Throttle.Limit)
@@ -360,6 +366,9 @@ func (c *Controls) Validate() error {
 		}
 		if err := inRange("tokenThrottle.perMs", t.PerMs, msSecond, maxTokenThrottlePerMs); err != nil {
 			return err
+		}
+		if t.Estimate < 0 || t.Estimate > t.Tokens {
+			return fieldErr("tokenThrottle.estimate", "must be between 1 and tokens (%d), got %d", t.Tokens, t.Estimate)
 		}
 		if err := checkKey("tokenThrottle", t.Key); err != nil {
 			return err

@@ -59,6 +59,8 @@ func TestParseControlsRefuses(t *testing.T) {
 		name, in, field string
 	}{
 		{"UnknownControlField", `{"rateLimit": {"limit": 1, "perMs": 1000, "burst": 1}}`, "rateLimit.burst"},
+		{"EstimateOverTokens", `{"tokenThrottle": {"tokens": 10, "perMs": 1000, "estimate": 11}}`, "tokenThrottle.estimate"},
+		{"EstimateZero", `{"tokenThrottle": {"tokens": 10, "perMs": 1000, "estimate": 0}}`, "tokenThrottle.estimate"},
 		{"BurstOverLimit", `{"throttle": {"limit": 1, "perMs": 1000, "burst": 3}}`, "throttle.burst"},
 		{"BurstZero", `{"throttle": {"limit": 2, "perMs": 1000, "burst": 0}}`, "throttle.burst"},
 		{"BurstNegative", `{"throttle": {"limit": 2, "perMs": 1000, "burst": -1}}`, "throttle.burst"},

@@ -325,7 +325,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// The run's first delivery waits while the scope's AI token bucket is empty
 		// (delivery/sched/tokengate.go); its AI steps are debited from the bucket.
 		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
-		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs}
+		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs, Estimate: tt.Estimate}
 		if m.FlowControl == nil {
 			// A waitlist of the scope for the first delivery only: the run's later
 			// deliveries do not queue behind other runs' starts waiting for tokens.

@@ -81,11 +81,14 @@ type Cap struct {
 	MaxTokens *int64   `json:"maxTokens,omitempty"`
 }
 
-// TokenThrottle limits the AI tokens of a scope per PerMs.
+// TokenThrottle limits the AI tokens of a scope per PerMs. Estimate (1 to Tokens) is the
+// tokens a run is assumed to spend until the scope has seen runs end; without it the
+// scope starts one run at a time until then.
 type TokenThrottle struct {
-	Tokens int64  `json:"tokens"`
-	PerMs  int64  `json:"perMs"`
-	Key    string `json:"key,omitempty"`
+	Tokens   int64  `json:"tokens"`
+	PerMs    int64  `json:"perMs"`
+	Key      string `json:"key,omitempty"`
+	Estimate int64  `json:"estimate,omitempty"`
 }
 
 // Trigger starts a workflow: an event name, or a cron schedule (five fields) in the IANA

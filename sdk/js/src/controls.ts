@@ -74,6 +74,8 @@ export interface TokenThrottle {
   tokens: number;
   perMs: number;
   key?: KeyPath;
+  /** Tokens a run is assumed to spend until the scope has seen runs end (1–tokens); without it one run starts at a time until then. */
+  estimate?: number;
 }
 
 /** Every control is optional and off when absent. */
