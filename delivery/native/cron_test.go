@@ -41,7 +41,7 @@ func TestCronFiresOncePerInstant(t *testing.T) {
 		app := `{"workflows": [{"name": "tick", "url": "http://x.test/tick", "triggers": [{"cron": "* * * * *"}, {"event": "manual"}],
 			"idempotency": {"key": "scheduledAt"}}]}`
 		n.register(t, "app", app)
-		time.Sleep(start.Add(time.Minute).Sub(time.Now()) - time.Millisecond)
+		time.Sleep(time.Until(start.Add(time.Minute)) - time.Millisecond)
 		synctest.Wait()
 		require.Empty(t, cronFires(t, ep), "nothing before the first minute")
 		time.Sleep(time.Millisecond)
@@ -57,7 +57,7 @@ func TestCronFiresOncePerInstant(t *testing.T) {
 		// Down from 2:30 to 5:30: minutes 3, 4 and 5 are missed; only 5 fires, late.
 		stop()
 		time.Sleep(3 * time.Minute)
-		n, stop = bubbleNode(t, dir, ep)
+		_, stop = bubbleNode(t, dir, ep)
 		synctest.Wait()
 		got := cronFires(t, ep)
 		require.Len(t, got, 3)

@@ -73,7 +73,7 @@ func TestDelayedEventFansOutWhenDue(t *testing.T) {
 		n.send(t, in)
 		stop()
 		time.Sleep(10 * time.Second)
-		n, stop = bubbleNodeWith(t, dir, ep)
+		_, stop = bubbleNodeWith(t, dir, ep)
 		synctest.Wait()
 		require.Equal(t, []time.Duration{10 * time.Second}, offsets(t2)[3:])
 		stop()
