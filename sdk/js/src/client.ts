@@ -21,7 +21,7 @@ export interface ClientOptions {
 export interface WorkflowDefinitionJSON extends Controls {
   name: string;
   url: string;
-  triggers: { event: string }[];
+  triggers: ({ event: string } | { cron: string; tz?: string })[];
   retries?: number;
 }
 
@@ -30,7 +30,7 @@ export interface RegisteredWorkflow {
   app: string;
   name: string;
   url: string;
-  triggers: { event: string }[];
+  triggers: ({ event: string } | { cron: string; tz?: string })[];
   retries: number;
   flowControl: Controls;
   createdAt: number;

@@ -69,3 +69,14 @@ test("sendEvent from the client: delay and ts fan out later", { timeout: 60000 }
     assert.ok(out(ended, "at") >= t0 + 2000, `started no earlier than its time: ${out(ended, "at") - t0} ms`);
   }
 });
+
+test("cron trigger: registered next to an event trigger", { timeout: 30000 }, async (t) => {
+  const k = tag();
+  const wf = workflow({ name: `cron.${k}`, triggers: [{ cron: "0 9 * * 1", tz: "Europe/Berlin" }, `cron.manual.${k}`], handler: async (ctx) => ctx.step.run("x", () => 1) });
+  const { served } = await host(t, { app: `cron-${k}`, workflows: [wf] });
+  assert.deepEqual(served.definitions[0].triggers, [{ cron: "0 9 * * 1", tz: "Europe/Berlin" }, { event: `cron.manual.${k}` }]);
+  const reg = await client.listWorkflows({ app: `cron-${k}` });
+  assert.deepEqual(reg[0].triggers, served.definitions[0].triggers);
+  const bad = workflow({ name: `cron.bad.${k}`, triggers: [{ cron: "0 0 30 2 *" }], handler: async (ctx) => ctx.step.run("x", () => 1) });
+  await assert.rejects(host(t, { app: `cronbad-${k}`, workflows: [bad] }), /triggers\[0\]\.cron.*never occurs/);
+});
