@@ -412,19 +412,33 @@ func (t *Tx) DeleteExpiredGates(project string, nowMs int64, limit int) (int, er
 }
 
 // DeleteEventsBefore removes up to limit events whose id sorts before cutoff (IDAt of
-// the retention's start).
+// the retention's start). A delayed event still pending is kept (its id is as old as its
+// acceptance, its fan-out may be months later): it goes once its record shows its runs.
 func (t *Tx) DeleteEventsBefore(project, cutoff string, limit int) (int, error) {
 	b := t.bucket(project, bucketEvents)
 	if b == nil {
 		return 0, nil
 	}
+	var old [][]byte
 	c := b.Cursor()
-	n := 0
-	for k, _ := c.First(); k != nil && n < limit && string(k) < cutoff; k, _ = c.First() {
-		if err := b.Delete(k); err != nil {
-			return n, err
+	scanned := 0 // pending events skipped count too: a sweep reads a bounded number
+	for k, v := c.First(); k != nil && len(old) < limit && scanned < 10*limit && string(k) < cutoff; k, v = c.Next() {
+		scanned++
+		if bytes.Contains(v, []byte(`"pending":true`)) {
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return 0, fmt.Errorf("event %s: %w", k, err)
+			}
+			if e.Pending {
+				continue
+			}
 		}
-		n++
+		old = append(old, append([]byte(nil), k...))
 	}
-	return n, nil
+	for i, k := range old {
+		if err := b.Delete(k); err != nil {
+			return i, err
+		}
+	}
+	return len(old), nil
 }

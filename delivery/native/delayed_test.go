@@ -2,11 +2,14 @@ package native
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/duraton/duraton/delivery"
 )
 
 // TestDelayedEventFansOutWhenDue: an event with delay or ts is acknowledged at once with
@@ -125,4 +128,40 @@ func TestDelayedEventValidation(t *testing.T) {
 	ok, err = svc.ParseEvents([]byte(`{"name": "e", "delay": "8760h"}`))
 	require.NoError(t, err)
 	require.Equal(t, MaxEventDelay, ok[0].Delay)
+}
+
+// TestSweepKeepsPendingDelayedEvents: the retention sweeper removes events older than
+// the retention, but not a delayed event still waiting for its time (its id is as old as
+// its acceptance); once it has fanned out it ages like the others.
+func TestSweepKeepsPendingDelayedEvents(t *testing.T) {
+	ep := &endpoint{}
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	n := openWith(t, t.TempDir(), ep, c, delivery.Config{SweepInterval: time.Millisecond, LogRetention: time.Hour})
+	defer n.close(t)
+	n.register(t, "app", `{"workflows": [{"name": "wf", "url": "http://x.test/wf", "triggers": [{"event": "e"}]}]}`)
+	plain := n.send(t, ev("e", `{}`, ""))
+	later := ev("e", `{}`, "")
+	later.Delay = 48 * time.Hour
+	delayed := n.send(t, later)
+	c.Advance(2 * time.Hour)
+	require.Eventually(t, func() bool {
+		_, err := n.svc.Event(t.Context(), project, plain[0].ID)
+		return errors.Is(err, ErrNotFound)
+	}, 10*time.Second, time.Millisecond, "the plain event past the retention goes")
+	got, err := n.svc.Event(t.Context(), project, delayed[0].ID)
+	require.NoError(t, err, "the pending delayed event stays")
+	require.True(t, got.Pending)
+	c.Advance(47 * time.Hour)
+	_, err = n.svc.FlushDue(t.Context())
+	require.NoError(t, err)
+	got, err = n.svc.Event(t.Context(), project, delayed[0].ID)
+	require.NoError(t, err)
+	require.False(t, got.Pending)
+	require.Len(t, got.Runs, 1)
+	c.Advance(2 * time.Hour)
+	require.Eventually(t, func() bool {
+		_, err := n.svc.Event(t.Context(), project, delayed[0].ID)
+		return errors.Is(err, ErrNotFound)
+	}, 10*time.Second, time.Millisecond, "fanned out, it ages like the others")
 }
