@@ -108,10 +108,18 @@ func controlsInWords(fc flowctl.Controls) []string {
 		return " per " + k
 	}
 	for _, cc := range fc.Concurrency {
-		out = append(out, fmt.Sprintf("at most %d running%s", cc.Limit, key(cc.Key)))
+		shared := ""
+		if cc.Scope == flowctl.ScopeApp {
+			shared = ", shared by the app"
+		}
+		out = append(out, fmt.Sprintf("at most %d running%s%s", cc.Limit, key(cc.Key), shared))
 	}
 	if t := fc.Throttle; t != nil {
-		out = append(out, fmt.Sprintf("throttle: %d starts per %s%s", t.Limit, per(t.PerMs), key(t.Key)))
+		burst := ""
+		if t.Burst > 0 && t.Burst < t.Limit {
+			burst = fmt.Sprintf(", %d at once", t.Burst)
+		}
+		out = append(out, fmt.Sprintf("throttle: %d starts per %s%s%s", t.Limit, per(t.PerMs), key(t.Key), burst))
 	}
 	if t := fc.RateLimit; t != nil {
 		out = append(out, fmt.Sprintf("rate limit: %d events per %s%s, the rest dropped", t.Limit, per(t.PerMs), key(t.Key)))
