@@ -1,6 +1,9 @@
 package native
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -30,6 +33,14 @@ func TestThrottleBurstPacesFirstStarts(t *testing.T) {
 		byWorkflow := map[byte][]string{}
 		for _, s := range ep.startsSince(t0) {
 			byWorkflow[s[0]] = append(byWorkflow[s[0]], s)
+		}
+		for _, list := range byWorkflow {
+			// Starts at the same instant arrive in any order: by time, then name.
+			slices.SortStableFunc(list, func(a, b string) int {
+				da, _ := time.ParseDuration(a[strings.IndexByte(a, '@')+1:])
+				db, _ := time.ParseDuration(b[strings.IndexByte(b, '@')+1:])
+				return cmp.Or(cmp.Compare(da, db), strings.Compare(a, b))
+			})
 		}
 		require.Equal(t, []string{"pa@0s", "pb@1s", "pc@2s", "pd@3s"}, byWorkflow['p'], "burst 1: one at once, then one a second")
 		require.Equal(t, []string{"ba@0s", "bb@0s", "bc@0s", "bd@1s"}, byWorkflow['b'], "default burst: limit at once")
