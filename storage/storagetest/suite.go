@@ -40,6 +40,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Flow", flowTests},
 		{"Gates", gateTests},
 		{"Buffers", bufferTests},
+		{"Timers", timerTests},
 		{"Runs", runTests},
 		{"Records", recordTests},
 		{"Large", largeTests},
