@@ -52,10 +52,26 @@ type AIRequest struct {
 	// MaxTokens is the most the call may produce (max_tokens, max_completion_tokens or
 	// max_output_tokens); 0 when the request names no bound.
 	MaxTokens int64
+	// InputTokens is an upper estimate of the call's input tokens (EstimateInputTokens).
+	InputTokens int64
+}
+
+// BytesPerInputToken is the request bytes EstimateInputTokens counts as one token. No
+// tokenizer is known for an arbitrary model, so the estimate is conservative: byte-level
+// BPE tokenizers (OpenAI, Anthropic, Llama) average about 4 bytes of English per token
+// and rarely under 3 for other text and code, and the whole body (JSON syntax, roles,
+// parameters) is counted, not only the messages.
+const BytesPerInputToken = 3
+
+// EstimateInputTokens is an upper estimate of the input tokens of a request body of n
+// bytes: n / BytesPerInputToken, rounded up.
+func EstimateInputTokens(n int) int64 {
+	return (int64(n) + BytesPerInputToken - 1) / BytesPerInputToken
 }
 
 // ParseAIRequest reads the model and output bound of an OpenAI- or Anthropic-shaped
-// request body. A body that is not a JSON object gives the zero request.
+// request body, and estimates its input tokens from its size. A body that is not a JSON
+// object gives the zero request.
 func ParseAIRequest(body []byte) AIRequest {
 	var r struct {
 		Model     string `json:"model"`
@@ -66,7 +82,7 @@ func ParseAIRequest(body []byte) AIRequest {
 	if json.Unmarshal(body, &r) != nil {
 		return AIRequest{}
 	}
-	out := AIRequest{Model: r.Model}
+	out := AIRequest{Model: r.Model, InputTokens: EstimateInputTokens(len(body))}
 	for _, p := range []*int64{r.Max, r.MaxCompl, r.MaxOutput} {
 		if p != nil && *p > out.MaxTokens {
 			out.MaxTokens = *p
@@ -208,14 +224,15 @@ func (e *BudgetError) Error() string { return e.Code + ": " + e.Msg }
 
 // CheckCap decides whether an AI step may start under cap (docs/protocol.md, "AI steps and
 // spend controls"): it may not when the run's recorded spend already reached the cap, or when
-// the spend plus what the call may add (its max tokens, priced as output) would cross it. A
-// maxCost whose model has no price is refused rather than ignored (code ai_price_unknown).
+// the spend plus what the call may add (its estimated input tokens and its max tokens, each
+// priced as such) would cross it. A maxCost whose model has no price is refused rather than
+// ignored (code ai_price_unknown).
 func CheckCap(cp *Cap, spent AIUsage, req AIRequest, prices *AIPrices) *BudgetError {
 	if cp == nil {
 		return nil
 	}
-	proj := AIUsage{Model: req.Model, OutputTokens: req.MaxTokens, Tokens: req.MaxTokens}
-	proj.Cost, _ = prices.Cost(req.Model, 0, req.MaxTokens)
+	proj := AIUsage{Model: req.Model, InputTokens: req.InputTokens, OutputTokens: req.MaxTokens, Tokens: req.InputTokens + req.MaxTokens}
+	proj.Cost, _ = prices.Cost(req.Model, req.InputTokens, req.MaxTokens)
 	fail := func(code, format string, args ...any) *BudgetError {
 		return &BudgetError{Code: code, Msg: fmt.Sprintf(format, args...), Spent: spent, Projected: proj, Cap: *cp}
 	}
@@ -224,11 +241,11 @@ func CheckCap(cp *Cap, spent AIUsage, req AIRequest, prices *AIPrices) *BudgetEr
 		case spent.Tokens >= *m:
 			return fail(CodeBudgetExceeded, "the run has spent %d tokens, its cap is maxTokens %d", spent.Tokens, *m)
 		case spent.Tokens+proj.Tokens > *m:
-			return fail(CodeBudgetExceeded, "the run has spent %d tokens and the call may add %d (its max tokens), its cap is maxTokens %d", spent.Tokens, proj.Tokens, *m)
+			return fail(CodeBudgetExceeded, "the run has spent %d tokens and the call may add %d (about %d input, at most %d output), its cap is maxTokens %d", spent.Tokens, proj.Tokens, proj.InputTokens, proj.OutputTokens, *m)
 		}
 	}
 	if m := cp.MaxCost; m != nil {
-		cost, ok := prices.Cost(req.Model, 0, req.MaxTokens)
+		cost, ok := prices.Cost(req.Model, req.InputTokens, req.MaxTokens)
 		if !ok {
 			return fail(CodeNoPrice, "the run has a maxCost cap but model %q has no price in the AI price table", req.Model)
 		}
@@ -236,7 +253,7 @@ func CheckCap(cp *Cap, spent AIUsage, req AIRequest, prices *AIPrices) *BudgetEr
 		case spent.Cost >= *m:
 			return fail(CodeBudgetExceeded, "the run has spent %.6f USD, its cap is maxCost %.6f", spent.Cost, *m)
 		case spent.Cost+cost > *m:
-			return fail(CodeBudgetExceeded, "the run has spent %.6f USD and the call may add %.6f (its max tokens priced as output), its cap is maxCost %.6f", spent.Cost, cost, *m)
+			return fail(CodeBudgetExceeded, "the run has spent %.6f USD and the call may add %.6f (its estimated input and max output tokens), its cap is maxCost %.6f", spent.Cost, cost, *m)
 		}
 	}
 	return nil

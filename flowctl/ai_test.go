@@ -45,11 +45,16 @@ func TestParseAIUsageShapes(t *testing.T) {
 
 func TestParseAIRequest(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, AIRequest{Model: "m", MaxTokens: 100}, ParseAIRequest([]byte(`{"model":"m","max_tokens":100}`)))
-	require.Equal(t, AIRequest{Model: "m", MaxTokens: 300}, ParseAIRequest([]byte(`{"model":"m","max_completion_tokens":300}`)))
-	require.Equal(t, AIRequest{Model: "m", MaxTokens: 50}, ParseAIRequest([]byte(`{"model":"m","max_output_tokens":50}`)))
-	require.Equal(t, AIRequest{Model: "m"}, ParseAIRequest([]byte(`{"model":"m"}`)))
+	// The input estimate is the body's bytes / 3, rounded up.
+	require.Equal(t, AIRequest{Model: "m", MaxTokens: 100, InputTokens: 10}, ParseAIRequest([]byte(`{"model":"m","max_tokens":100}`)))
+	require.Equal(t, AIRequest{Model: "m", MaxTokens: 300, InputTokens: 14}, ParseAIRequest([]byte(`{"model":"m","max_completion_tokens":300}`)))
+	require.Equal(t, AIRequest{Model: "m", MaxTokens: 50, InputTokens: 12}, ParseAIRequest([]byte(`{"model":"m","max_output_tokens":50}`)))
+	require.Equal(t, AIRequest{Model: "m", InputTokens: 5}, ParseAIRequest([]byte(`{"model":"m"}`)))
 	require.Equal(t, AIRequest{}, ParseAIRequest([]byte(`[`)))
+	require.Equal(t, int64(0), EstimateInputTokens(0))
+	require.Equal(t, int64(1), EstimateInputTokens(1))
+	require.Equal(t, int64(1), EstimateInputTokens(3))
+	require.Equal(t, int64(2), EstimateInputTokens(4))
 }
 
 func TestParseAIPrices(t *testing.T) {
@@ -94,6 +99,16 @@ func TestCheckCap(t *testing.T) {
 	e = CheckCap(tokens(1000), AIUsage{Tokens: 1000}, AIRequest{}, nil)
 	require.Equal(t, CodeBudgetExceeded, e.Code, "already reached")
 	require.Contains(t, e.Error(), "budget_exceeded: the run has spent 1000 tokens")
+	// The input counts too: 800 spent + 150 input + 100 output crosses 1000.
+	require.Nil(t, CheckCap(tokens(1000), AIUsage{Tokens: 800}, AIRequest{MaxTokens: 100, InputTokens: 100}, nil))
+	e = CheckCap(tokens(1000), AIUsage{Tokens: 800}, AIRequest{MaxTokens: 100, InputTokens: 150}, nil)
+	require.Equal(t, CodeBudgetExceeded, e.Code, "input tokens are projected")
+	require.Equal(t, AIUsage{InputTokens: 150, OutputTokens: 100, Tokens: 250}, e.Projected)
+	require.Contains(t, e.Error(), "the call may add 250 (about 150 input, at most 100 output)")
+	// maxCost prices the input estimate at the input price (10 USD per million).
+	e = CheckCap(cost(1), AIUsage{Cost: 0.8}, AIRequest{Model: "m", MaxTokens: 10_000, InputTokens: 1}, prices)
+	require.Equal(t, CodeBudgetExceeded, e.Code)
+	require.InDelta(t, 0.20001, e.Projected.Cost, 1e-12)
 
 	// maxCost: max tokens priced as output (20 USD per million): 10,000 tokens = 0.2 USD.
 	require.Nil(t, CheckCap(cost(1), AIUsage{Cost: 0.8}, AIRequest{Model: "m", MaxTokens: 10_000}, prices))

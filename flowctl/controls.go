@@ -15,16 +15,35 @@ import (
 // definition. Times are milliseconds, as on the wire.
 
 // Concurrency limits a workflow's deliveries holding a slot at once, per key value.
+// Scope "app" shares the limit with every workflow of the app that declares the same
+// key text and limit with scope "app"; "" (or "workflow") is the workflow's own.
 type Concurrency struct {
 	Limit int    `json:"limit"`
 	Key   string `json:"key,omitempty"`
+	Scope string `json:"scope,omitempty"`
 }
 
-// GCRALimit is throttle and rateLimit: limit per perMs, burst = limit.
+// Concurrency scopes.
+const (
+	ScopeWorkflow = "workflow"
+	ScopeApp      = "app"
+)
+
+// GCRALimit is throttle and rateLimit: limit per perMs. Burst (throttle only) is how
+// many starts may go at once from idle: 1 to limit, 0 meaning limit.
 type GCRALimit struct {
 	Limit int    `json:"limit"`
 	PerMs int64  `json:"perMs"`
 	Key   string `json:"key,omitempty"`
+	Burst int    `json:"burst,omitempty"`
+}
+
+// BurstOrLimit is the burst in force: Burst, or Limit when it is not set.
+func (g *GCRALimit) BurstOrLimit() int {
+	if g.Burst > 0 {
+		return g.Burst
+	}
+	return g.Limit
 }
 
 // Debounce coalesces a burst into one run periodMs after its last event (at the latest
@@ -66,10 +85,13 @@ type Cap struct {
 }
 
 // TokenThrottle limits AI tokens per scope: a token bucket that delays run starts.
+// Estimate (1 to Tokens) is the tokens a run is assumed to spend until the scope has
+// seen runs end; without it the scope starts one run at a time until then.
 type TokenThrottle struct {
-	Tokens int64  `json:"tokens"`
-	PerMs  int64  `json:"perMs"`
-	Key    string `json:"key,omitempty"`
+	Tokens   int64  `json:"tokens"`
+	PerMs    int64  `json:"perMs"`
+	Key      string `json:"key,omitempty"`
+	Estimate int64  `json:"estimate,omitempty"`
 }
 
 // Controls are a workflow's flat controls; a nil field is off.
@@ -141,7 +163,7 @@ func ParseControls(fields map[string]json.RawMessage) (Controls, error) {
 		dst  any
 		keys []string
 	}{
-		{"throttle", &c.Throttle, []string{"limit", "perMs", "key"}},
+		{"throttle", &c.Throttle, []string{"limit", "perMs", "key", "burst"}},
 		{"rateLimit", &c.RateLimit, []string{"limit", "perMs", "key"}},
 		{"debounce", &c.Debounce, []string{"periodMs", "key", "timeoutMs"}},
 		{"batch", &c.Batch, []string{"maxSize", "timeoutMs", "key"}},
@@ -149,7 +171,7 @@ func ParseControls(fields map[string]json.RawMessage) (Controls, error) {
 		{"singleton", &c.Singleton, []string{"key", "mode"}},
 		{"idempotency", &c.Idempotency, []string{"key", "periodMs"}},
 		{"cap", &c.Cap, []string{"maxCost", "maxTokens"}},
-		{"tokenThrottle", &c.TokenThrottle, []string{"tokens", "perMs", "key"}},
+		{"tokenThrottle", &c.TokenThrottle, []string{"tokens", "perMs", "key", "estimate"}},
 	}
 	for _, s := range steps {
 		raw, ok := fields[s.name]
@@ -160,14 +182,28 @@ func ParseControls(fields map[string]json.RawMessage) (Controls, error) {
 			return Controls{}, err
 		}
 	}
+	if raw, ok := fields["tokenThrottle"]; ok && c.TokenThrottle != nil && c.TokenThrottle.Estimate == 0 && hasField(raw, "estimate") {
+		return Controls{}, fieldErr("tokenThrottle.estimate", "must be between 1 and tokens (%d), got 0 (leave it out to start one run at a time until an average is known)", c.TokenThrottle.Tokens)
+	}
+	if raw, ok := fields["throttle"]; ok && c.Throttle != nil && c.Throttle.Burst == 0 && hasField(raw, "burst") {
+		return Controls{}, fieldErr("throttle.burst", "must be between 1 and limit (%d), got 0 (leave it out for burst = limit)", c.Throttle.Limit)
+	}
 	if err := c.Validate(); err != nil {
 		return Controls{}, err
 	}
 	return c, nil
 }
 
+// hasField reports whether the JSON object raw has the field name.
+func hasField(raw json.RawMessage, name string) bool {
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &obj)
+	_, ok := obj[name]
+	return ok
+}
+
 func parseConcurrency(raw json.RawMessage) ([]Concurrency, error) {
-	keys := []string{"limit", "key"}
+	keys := []string{"limit", "key", "scope"}
 	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
 		var items []json.RawMessage
 		if err := json.Unmarshal(t, &items); err != nil {
@@ -249,12 +285,18 @@ func (c *Controls) Validate() error {
 		if err := checkKey(f, cc.Key); err != nil {
 			return err
 		}
+		if cc.Scope != "" && cc.Scope != ScopeWorkflow && cc.Scope != ScopeApp {
+			return fieldErr(f+".scope", "must be %q (default) or %q, got %q", ScopeWorkflow, ScopeApp, cc.Scope)
+		}
 	}
 	if len(c.Concurrency) == 2 && c.Concurrency[0].Key == c.Concurrency[1].Key {
 		return fieldErr("concurrency[1].key", "two concurrency constraints need different keys, both are %q", c.Concurrency[0].Key)
 	}
 	if err := checkGCRA("throttle", c.Throttle, maxThrottlePerMs); err != nil {
 		return err
+	}
+	if g := c.Throttle; g != nil && (g.Burst < 0 || g.Burst > g.Limit) {
+		return fieldErr("throttle.burst", "must be between 1 and limit (%d), got %d", g.Limit, g.Burst)
 	}
 	if err := checkGCRA("rateLimit", c.RateLimit, maxRateLimitPerMs); err != nil {
 		return err
@@ -324,6 +366,9 @@ func (c *Controls) Validate() error {
 		}
 		if err := inRange("tokenThrottle.perMs", t.PerMs, msSecond, maxTokenThrottlePerMs); err != nil {
 			return err
+		}
+		if t.Estimate < 0 || t.Estimate > t.Tokens {
+			return fieldErr("tokenThrottle.estimate", "must be between 1 and tokens (%d), got %d", t.Tokens, t.Estimate)
 		}
 		if err := checkKey("tokenThrottle", t.Key); err != nil {
 			return err

@@ -42,6 +42,12 @@ func TestParseControlsAccepts(t *testing.T) {
 	require.Equal(t, []Concurrency{{Limit: 2}, {Limit: 1, Key: "a.b"}}, c.Concurrency)
 	require.Equal(t, &Batch{MaxSize: 1000, TimeoutMs: 3600000, Key: "index"}, c.Batch)
 
+	c, err = parseFields(t, `{"concurrency": {"limit": 3, "key": "account", "scope": "app"}, "throttle": {"limit": 4, "perMs": 1000, "burst": 1}}`)
+	require.NoError(t, err)
+	require.Equal(t, []Concurrency{{Limit: 3, Key: "account", Scope: ScopeApp}}, c.Concurrency)
+	require.Equal(t, &GCRALimit{Limit: 4, PerMs: 1000, Burst: 1}, c.Throttle)
+	require.Equal(t, 1, c.Throttle.BurstOrLimit())
+
 	c, err = parseFields(t, `{}`)
 	require.NoError(t, err)
 	require.Equal(t, Controls{}, c)
@@ -52,7 +58,14 @@ func TestParseControlsRefuses(t *testing.T) {
 	tests := []struct {
 		name, in, field string
 	}{
-		{"UnknownControlField", `{"throttle": {"limit": 1, "perMs": 1000, "burst": 3}}`, "throttle.burst"},
+		{"UnknownControlField", `{"rateLimit": {"limit": 1, "perMs": 1000, "burst": 1}}`, "rateLimit.burst"},
+		{"EstimateOverTokens", `{"tokenThrottle": {"tokens": 10, "perMs": 1000, "estimate": 11}}`, "tokenThrottle.estimate"},
+		{"EstimateZero", `{"tokenThrottle": {"tokens": 10, "perMs": 1000, "estimate": 0}}`, "tokenThrottle.estimate"},
+		{"BurstOverLimit", `{"throttle": {"limit": 1, "perMs": 1000, "burst": 3}}`, "throttle.burst"},
+		{"BurstZero", `{"throttle": {"limit": 2, "perMs": 1000, "burst": 0}}`, "throttle.burst"},
+		{"BurstNegative", `{"throttle": {"limit": 2, "perMs": 1000, "burst": -1}}`, "throttle.burst"},
+		{"UnknownScope", `{"concurrency": {"limit": 2, "scope": "project"}}`, "concurrency.scope"},
+		{"UnknownScopeSecond", `{"concurrency": [{"limit": 2}, {"limit": 1, "key": "a", "scope": "App"}]}`, "concurrency[1].scope"},
 		{"TypoInConcurrency", `{"concurrency": {"limt": 1}}`, "concurrency.limt"},
 		{"NotAnObject", `{"debounce": 5000}`, "debounce"},
 		{"Null", `{"batch": null}`, "batch"},

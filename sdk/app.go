@@ -17,8 +17,11 @@ import (
 type Workflow struct {
 	// Name is unique in the project: 1–128 characters of [A-Za-z0-9._:-].
 	Name string
-	// Triggers are the event names that start the workflow (1–16).
+	// Triggers are the event names that start the workflow; with Crons, 1–16 in all.
 	Triggers []string
+	// Crons are schedules that start the workflow: each fire is an event named
+	// wire.CronEventName whose data is a wire.CronData.
+	Crons []Cron
 	// Retries of each delivery; nil takes the server's default (3).
 	Retries *int
 
@@ -42,6 +45,14 @@ type Workflow struct {
 	// Options are added after the App's options for this workflow's handler (for
 	// example WithFailureFunction).
 	Options []ServeOption
+}
+
+// Cron is a cron trigger: Expr has five fields (minute hour day-of-month month
+// day-of-week) read in the IANA zone TZ (UTC when empty). Fires are durable and at most
+// once per instant; after downtime only the most recent missed instant fires, late.
+type Cron struct {
+	Expr string
+	TZ   string
 }
 
 // App is one deployment's native workflows: one http.Handler that serves each workflow
@@ -139,9 +150,12 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *App) Definition() wire.AppDefinition {
 	out := wire.AppDefinition{Workflows: make([]wire.WorkflowDefinition, len(a.workflows))}
 	for i, w := range a.workflows {
-		ts := make([]wire.Trigger, len(w.Triggers))
-		for j, e := range w.Triggers {
-			ts[j] = wire.Trigger{Event: e}
+		ts := make([]wire.Trigger, 0, len(w.Triggers)+len(w.Crons))
+		for _, e := range w.Triggers {
+			ts = append(ts, wire.Trigger{Event: e})
+		}
+		for _, c := range w.Crons {
+			ts = append(ts, wire.Trigger{Cron: c.Expr, TZ: c.TZ})
 		}
 		out.Workflows[i] = wire.WorkflowDefinition{Name: w.Name, URL: a.urls[i], Triggers: ts, Retries: w.Retries,
 			Controls: wire.Controls{Concurrency: w.Concurrency, Throttle: w.Throttle, RateLimit: w.RateLimit,

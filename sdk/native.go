@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/duraton/duraton/sdk/wire"
 )
@@ -60,11 +61,15 @@ func (c *Client) RegisterApp(ctx context.Context, app *App) (*RegisteredApp, err
 }
 
 // Event is an event to send: its name, its data (any JSON-encodable value; nil is
-// null) and an optional DedupeID (a repeat within 24 h starts nothing).
+// null) and an optional DedupeID (a repeat within 24 h starts nothing). Delay or At (at
+// most one, at most 365 days ahead) delays its fan-out: the server stores it at once and
+// starts its runs then.
 type Event struct {
 	Name     string
 	Data     any
 	DedupeID string
+	Delay    time.Duration
+	At       time.Time
 }
 
 // SendEvent sends one event (POST /events); it returns once the event and every run it
@@ -93,6 +98,14 @@ func (c *Client) SendEvents(ctx context.Context, events []Event) ([]EventResult,
 			return nil, fmt.Errorf("sdk: SendEvents: events[%d].data: %w", i, err)
 		}
 		in[i] = wire.EventIn{Name: e.Name, Data: data, DedupeID: e.DedupeID}
+		switch {
+		case e.Delay != 0 && !e.At.IsZero():
+			return nil, fmt.Errorf("sdk: SendEvents: events[%d]: give Delay or At, not both", i)
+		case e.Delay != 0:
+			in[i].Delay = e.Delay.String()
+		case !e.At.IsZero():
+			in[i].Ts = e.At.UnixMilli()
+		}
 	}
 	var out struct {
 		Events []EventResult `json:"events"`

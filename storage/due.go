@@ -138,6 +138,9 @@ func decodeDue(k, v []byte) (DueEntry, error) {
 		if err != nil {
 			return DueEntry{}, fmt.Errorf("due index: token gate of %s: %w", e.MessageID, err)
 		}
+		if len(f) > 17 {
+			g.Estimate, _ = strconv.ParseInt(string(f[17]), 10, 64)
+		}
 		e.Tokens = g
 	}
 	if len(f) > 12 && len(f[10]) > 0 {

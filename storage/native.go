@@ -34,10 +34,16 @@ type App struct {
 	UpdatedAt int64    `json:"updatedAt"`
 }
 
-// Trigger names an event that starts a workflow.
+// Trigger starts a workflow: an event name, or a cron schedule (five fields, in the IANA
+// zone TZ, UTC when empty) whose fires are events named CronEventName.
 type Trigger struct {
-	Event string `json:"event"`
+	Event string `json:"event,omitempty"`
+	Cron  string `json:"cron,omitempty"`
+	TZ    string `json:"tz,omitempty"`
 }
+
+// CronEventName names the events of cron fires.
+const CronEventName = "duraton/cron"
 
 // WorkflowDef is a native workflow definition, normalized.
 type WorkflowDef struct {
@@ -65,13 +71,17 @@ type EventRun struct {
 }
 
 // Event is an event sent to POST /events, with what each matching workflow did with it.
+// A delayed event has ScheduledFor (unix ms; Ts is then that time too) and is Pending
+// until it fans out then.
 type Event struct {
-	ID       string          `json:"id"`
-	Name     string          `json:"name"`
-	Data     json.RawMessage `json:"data"`
-	DedupeID string          `json:"dedupeId,omitempty"`
-	Ts       int64           `json:"ts"`
-	Runs     []EventRun      `json:"runs"`
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Data         json.RawMessage `json:"data"`
+	DedupeID     string          `json:"dedupeId,omitempty"`
+	Ts           int64           `json:"ts"`
+	ScheduledFor int64           `json:"scheduledFor,omitempty"`
+	Pending      bool            `json:"pending,omitempty"`
+	Runs         []EventRun      `json:"runs"`
 }
 
 // ---- apps and definitions
@@ -120,6 +130,9 @@ func (t *Tx) PutWorkflowDef(project string, d *WorkflowDef) error {
 		return err
 	}
 	for _, tr := range d.Triggers {
+		if tr.Event == "" {
+			continue // a cron trigger: its fires are timers (native_timers.go)
+		}
 		if err := ix.Put(triggerKey(tr.Event, d.Name), []byte(d.App)); err != nil {
 			return err
 		}
@@ -145,6 +158,9 @@ func (t *Tx) DeleteWorkflowDef(project, name string) error {
 	}
 	if ix := t.bucket(project, bucketTriggers); ix != nil {
 		for _, tr := range d.Triggers {
+			if tr.Event == "" {
+				continue
+			}
 			if err := ix.Delete(triggerKey(tr.Event, name)); err != nil {
 				return err
 			}
@@ -397,19 +413,33 @@ func (t *Tx) DeleteExpiredGates(project string, nowMs int64, limit int) (int, er
 }
 
 // DeleteEventsBefore removes up to limit events whose id sorts before cutoff (IDAt of
-// the retention's start).
+// the retention's start). A delayed event still pending is kept (its id is as old as its
+// acceptance, its fan-out may be months later): it goes once its record shows its runs.
 func (t *Tx) DeleteEventsBefore(project, cutoff string, limit int) (int, error) {
 	b := t.bucket(project, bucketEvents)
 	if b == nil {
 		return 0, nil
 	}
+	var old [][]byte
 	c := b.Cursor()
-	n := 0
-	for k, _ := c.First(); k != nil && n < limit && string(k) < cutoff; k, _ = c.First() {
-		if err := b.Delete(k); err != nil {
-			return n, err
+	scanned := 0 // pending events skipped count too: a sweep reads a bounded number
+	for k, v := c.First(); k != nil && len(old) < limit && scanned < 10*limit && string(k) < cutoff; k, v = c.Next() {
+		scanned++
+		if bytes.Contains(v, []byte(`"pending":true`)) {
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return 0, fmt.Errorf("event %s: %w", k, err)
+			}
+			if e.Pending {
+				continue
+			}
 		}
-		n++
+		old = append(old, append([]byte(nil), k...))
 	}
-	return n, nil
+	for i, k := range old {
+		if err := b.Delete(k); err != nil {
+			return i, err
+		}
+	}
+	return len(old), nil
 }

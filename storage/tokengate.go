@@ -15,10 +15,14 @@ import (
 // Tokens AI tokens refilled at Tokens per PerMs. A run's first delivery waits in the
 // scheduler while the bucket is at or below zero. Key names the bucket's stored state (a
 // gate record: a GCRA whose TAT is when the bucket is full again).
+//
+// Estimate is the declared tokens per run a start reserves until the scope knows its
+// average (0: none; such a scope starts one run at a time until then).
 type TokenGate struct {
-	Key    string `json:"key"`
-	Tokens int64  `json:"tokens"`
-	PerMs  int64  `json:"perMs"`
+	Key      string `json:"key"`
+	Tokens   int64  `json:"tokens"`
+	PerMs    int64  `json:"perMs"`
+	Estimate int64  `json:"estimate,omitempty"`
 }
 
 // NsPerToken is how long the bucket takes to refill one token, in nanoseconds.
@@ -33,7 +37,11 @@ func (g *TokenGate) Window() int64 { return int64(time.Duration(g.PerMs) * time.
 func (g *TokenGate) Debit(n int64) int64 { return int64(float64(n) * g.NsPerToken()) }
 
 func (g *TokenGate) fields() []string {
-	return []string{base64.RawURLEncoding.EncodeToString([]byte(g.Key)), strconv.FormatInt(g.Tokens, 10), strconv.FormatInt(g.PerMs, 10), "t"}
+	f := []string{base64.RawURLEncoding.EncodeToString([]byte(g.Key)), strconv.FormatInt(g.Tokens, 10), strconv.FormatInt(g.PerMs, 10), "t"}
+	if g.Estimate > 0 {
+		f = append(f, strconv.FormatInt(g.Estimate, 10)) // after the marker: entries without it still decode
+	}
+	return f
 }
 
 func decodeTokenGate(f [][]byte) (*TokenGate, error) {

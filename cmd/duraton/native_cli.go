@@ -257,9 +257,26 @@ func runWorkflows(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	tw := c.table()
 	fmt.Fprintln(tw, "APP\tWORKFLOW\tTRIGGERS\tCONTROLS\tURL")
 	for _, w := range out.Workflows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.App, w.Name, strings.Join(w.TriggerEvents(), ","), dash(controlNames(w.FlowControl)), w.URL)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.App, w.Name, strings.Join(triggerNames(w.Triggers), ","), dash(controlNames(w.FlowControl)), w.URL)
 	}
 	return tw.Flush()
+}
+
+// triggerNames are a definition's triggers in a table cell: event names, and cron
+// schedules as cron(expr[ zone]).
+func triggerNames(ts []wire.Trigger) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		switch {
+		case t.Cron != "" && t.TZ != "":
+			out[i] = "cron(" + t.Cron + " " + t.TZ + ")"
+		case t.Cron != "":
+			out[i] = "cron(" + t.Cron + ")"
+		default:
+			out[i] = t.Event
+		}
+	}
+	return out
 }
 
 // controlNames lists the controls a workflow has on.

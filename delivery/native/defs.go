@@ -126,27 +126,16 @@ func (s *Service) parseWorkflow(i int, raw json.RawMessage) (Workflow, error) {
 	d.URL = u.String()
 	triggers, ok := fields["triggers"]
 	if !ok {
-		return Workflow{}, fail("triggers", "is required: [{\"event\": \"name\"}, ...]")
+		return Workflow{}, fail("triggers", "is required: [{\"event\": \"name\"} or {\"cron\": \"0 * * * *\", \"tz\"?: \"UTC\"}, ...]")
 	}
 	var trs []json.RawMessage
 	if err := json.Unmarshal(triggers, &trs); err != nil || len(trs) == 0 || len(trs) > MaxTriggers {
-		return Workflow{}, fail("triggers", "want an array of 1 to %d {\"event\": \"name\"} objects", MaxTriggers)
+		return Workflow{}, fail("triggers", "want an array of 1 to %d {\"event\": \"name\"} or {\"cron\": \"...\", \"tz\"?: \"...\"} objects", MaxTriggers)
 	}
 	for j, tr := range trs {
-		f := fmt.Sprintf("triggers[%d]", j)
-		var t storage.Trigger
-		if err := flowctl.DecodeStrict(f, tr, []string{"event"}, &t); err != nil {
-			var fe *flowctl.FieldError
-			errors.As(err, &fe)
-			return Workflow{}, fail(fe.Field, "%s", fe.Msg)
-		}
-		if err := checkEventName(t.Event); err != nil {
-			return Workflow{}, fail(f+".event", "%v", err)
-		}
-		for _, prev := range d.Triggers {
-			if prev.Event == t.Event {
-				return Workflow{}, fail(f+".event", "event %q is listed twice", t.Event)
-			}
+		t, field, err := parseTrigger(fmt.Sprintf("triggers[%d]", j), tr, d.Triggers)
+		if err != nil {
+			return Workflow{}, fail(field, "%v", err)
 		}
 		d.Triggers = append(d.Triggers, t)
 	}
@@ -204,6 +193,7 @@ func checkEventName(name string) error {
 // returns the app as stored. A name owned by another app is ErrConflict; nothing changes
 // on any error.
 func (s *Service) PutApp(ctx context.Context, project, app string, defs []Workflow) (*AppView, error) {
+	defer s.wake() // a cron trigger's first fire may be the earliest timer now
 	return delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) (*AppView, error) {
 		tx, now := n.Tx, n.Now.UnixMilli()
 		old, err := tx.App(project, app)
@@ -247,6 +237,9 @@ func (s *Service) PutApp(ctx context.Context, project, app string, defs []Workfl
 			if err := tx.PutWorkflowDef(project, &d); err != nil {
 				return nil, err
 			}
+			if err := armCronTx(tx, project, &d, n.Now); err != nil {
+				return nil, err
+			}
 			out[i], names[i] = d, d.Name
 		}
 		sort.Strings(names)
@@ -264,6 +257,9 @@ func (s *Service) dropWorkflowTx(tx *storage.Tx, project, name string) error {
 		return err
 	}
 	if err := tx.DeleteGatesWithPrefix(project, gatePrefix(name)); err != nil {
+		return err
+	}
+	if err := tx.DeleteCronTimers(project, name); err != nil {
 		return err
 	}
 	return tx.DeleteGateBuffersWithPrefix(project, gatePrefix(name))

@@ -10,7 +10,8 @@
 //
 // Files: defs.go (apps and definitions), events.go (intake, fan-out, run payloads),
 // gates.go (idempotency, rateLimit), buffers.go and flusher.go (debounce, batch and their
-// durable deadlines; singleton at run creation), runs.go and flowstate.go (the run
+// durable deadlines; singleton at run creation), delayed.go and cron.go (delayed events
+// and cron triggers: timers the flusher fires), runs.go and flowstate.go (the run
 // routes, /runs/stats, /flow-state). The controls of a run's deliveries are enforced by
 // the engine's scheduler (delivery/internal/sched), which admits a delivery over all of
 // them at once: each concurrency scope is a flow-control key (the first the run's

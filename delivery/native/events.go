@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/flowctl"
@@ -27,19 +28,24 @@ type (
 	EventRun = storage.EventRun
 )
 
-// EventIn is one event of a POST /events request.
+// EventIn is one event of a POST /events request. At most one of Ts (unix ms) and Delay
+// is set: the event then fans out at that time (delayed.go).
 type EventIn struct {
 	Name     string          `json:"name"`
 	Data     json.RawMessage `json:"data"`
 	DedupeID string          `json:"dedupeId"`
+	Ts       int64           `json:"ts,omitempty"`
+	Delay    time.Duration   `json:"-"`
 }
 
 // EventResult answers one event: its id and what each matching workflow did; Deduped
-// when its dedupeId was seen within the window (Id is then the first event's id).
+// when its dedupeId was seen within the window (Id is then the first event's id);
+// ScheduledFor (unix ms) when it is delayed (Runs is then empty).
 type EventResult struct {
-	ID      string     `json:"id"`
-	Deduped bool       `json:"deduped,omitempty"`
-	Runs    []EventRun `json:"runs"`
+	ID           string     `json:"id"`
+	Deduped      bool       `json:"deduped,omitempty"`
+	ScheduledFor int64      `json:"scheduledFor,omitempty"`
+	Runs         []EventRun `json:"runs"`
 }
 
 // ParseEvents reads a POST /events body: one event object or an array of them (at most
@@ -69,8 +75,10 @@ func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
 			Name     string          `json:"name"`
 			Data     json.RawMessage `json:"data"`
 			DedupeID *string         `json:"dedupeId"`
+			Ts       *int64          `json:"ts"`
+			Delay    *string         `json:"delay"`
 		}
-		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId"}, &in); err != nil {
+		if err := flowctl.DecodeStrict(who, it, []string{"name", "data", "dedupeId", "ts", "delay"}, &in); err != nil {
 			var fe *flowctl.FieldError
 			if errors.As(err, &fe) {
 				return nil, invalid("%s", fe.Error())
@@ -86,6 +94,9 @@ func (s *Service) ParseEvents(body []byte) ([]EventIn, error) {
 				return nil, invalid("%s.dedupeId: want 1 to %d bytes of text", who, MaxDedupeIDLen)
 			}
 			out[i].DedupeID = *d
+		}
+		if err := parseDelay(who, in.Ts, in.Delay, &out[i], s.cfg.Now()); err != nil {
+			return nil, err
 		}
 		if out[i].Data == nil {
 			out[i].Data = json.RawMessage("null")
@@ -150,6 +161,10 @@ func (s *Service) SendEvents(ctx context.Context, project string, events []Event
 		return nil, err
 	}
 	for _, r := range out {
+		if r.ScheduledFor != 0 {
+			s.wake() // its timer may be the earliest
+			return out, nil
+		}
 		for _, run := range r.Runs {
 			if run.Debounced || run.Batched {
 				s.wake() // a buffer's deadline may now be the earliest
@@ -173,52 +188,66 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 		}
 	}
 	ev := Event{ID: s.ids.New(storage.PrefixEvent, now), Name: in.Name, Data: in.Data, DedupeID: in.DedupeID, Ts: now.UnixMilli(), Runs: []EventRun{}}
-	defs, err := tx.TriggeredBy(project, in.Name)
-	if err != nil {
-		return EventResult{}, err
-	}
-	for i := range defs {
-		d := &defs[i]
-		v, err := admit(tx, project, d, in.Data, now)
-		if err != nil {
-			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
-		}
-		switch {
-		case v.deduped:
-			ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, Deduped: true})
-			continue
-		case v.dropped:
-			ev.Runs = append(ev.Runs, EventRun{Workflow: d.Name, Dropped: true})
-			continue
-		}
-		if err := v.commit(tx, project); err != nil {
-			return EventResult{}, err
-		}
-		pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
-		r, held, err := s.bufferTx(n, project, d, pe)
-		if err != nil {
-			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
-		}
-		if !held {
-			if r, err = s.startTx(n, project, d, []payloadEvent{pe}); err != nil {
-				return EventResult{}, err
-			}
-		}
-		ev.Runs = append(ev.Runs, r)
-	}
-	if _, err := n.Notify(project, in.Name, in.Data); err != nil {
-		return EventResult{}, err
-	}
 	if in.DedupeID != "" {
 		exp := now.Add(s.cfg.EventDedupWindow).UnixMilli()
 		if err := tx.PutEventDedup(project, in.DedupeID, &storage.DedupRecord{MessageID: ev.ID, ExpiresAt: exp}); err != nil {
 			return EventResult{}, err
 		}
 	}
-	if err := tx.PutEvent(project, &ev); err != nil {
+	if at, delayed := scheduledFor(in, now); delayed {
+		ev.Ts, ev.ScheduledFor, ev.Pending = at, at, true
+		if err := tx.PutDelayedEvent(project, &ev); err != nil {
+			return EventResult{}, err
+		}
+		return EventResult{ID: ev.ID, ScheduledFor: at, Runs: ev.Runs}, nil
+	}
+	if err := s.fanOutTx(n, project, &ev); err != nil {
 		return EventResult{}, err
 	}
 	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
+}
+
+// fanOutTx passes ev to every workflow its name triggers, wakes its waiters and stores
+// it with what each workflow did.
+func (s *Service) fanOutTx(n *delivery.NativeTx, project string, ev *Event) error {
+	defs, err := n.Tx.TriggeredBy(project, ev.Name)
+	if err != nil {
+		return err
+	}
+	for i := range defs {
+		d := &defs[i]
+		r, err := s.routeTx(n, project, d, payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts})
+		if err != nil {
+			return fmt.Errorf("workflow %q: %w", d.Name, err)
+		}
+		ev.Runs = append(ev.Runs, r)
+	}
+	if _, err := n.Notify(project, ev.Name, ev.Data); err != nil {
+		return err
+	}
+	return n.Tx.PutEvent(project, ev)
+}
+
+// routeTx passes one event to one workflow: its gates, then a buffer or a new run.
+func (s *Service) routeTx(n *delivery.NativeTx, project string, d *Workflow, pe payloadEvent) (EventRun, error) {
+	v, err := admit(n.Tx, project, d, pe.Data, n.Now)
+	if err != nil {
+		return EventRun{}, err
+	}
+	switch {
+	case v.deduped:
+		return EventRun{Workflow: d.Name, Deduped: true}, nil
+	case v.dropped:
+		return EventRun{Workflow: d.Name, Dropped: true}, nil
+	}
+	if err := v.commit(n.Tx, project); err != nil {
+		return EventRun{}, err
+	}
+	r, held, err := s.bufferTx(n, project, d, pe)
+	if err != nil || held {
+		return r, err
+	}
+	return s.startTx(n, project, d, []payloadEvent{pe})
 }
 
 // payload is a run's initial payload (docs/protocol.md, "Controls": the run's first
@@ -271,7 +300,11 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// scope. The first scope is the run's waitlist; a second is a further key whose
 		// slot the scheduler admits together with the first's.
 		value, _ := flowctl.ResolveKey(events[0].Data, c.Key)
-		fc := flowctl.Config{Key: concurrencyKey(d.Name, i, value), Parallelism: c.Limit, Period: flowctl.DefaultPeriod}
+		key := concurrencyKey(d.Name, i, value)
+		if c.Scope == flowctl.ScopeApp {
+			key = appConcurrencyKey(d.App, c, value)
+		}
+		fc := flowctl.Config{Key: key, Parallelism: c.Limit, Period: flowctl.DefaultPeriod}
 		if i == 0 {
 			m.FlowControl = &fc
 		} else {
@@ -284,7 +317,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// spends nothing. A run without concurrency waits in a waitlist of its own
 		// scope, with no limit but the gate, so it holds up no one else.
 		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
-		m.StartGate = &storage.StartGate{Key: gateKey(d.Name, gateThrottle, value), Limit: g.Limit, PerMs: g.PerMs}
+		m.StartGate = throttleGate(gateKey(d.Name, gateThrottle, value), g)
 		if m.FlowControl == nil {
 			m.FlowControl = &flowctl.Config{Key: throttleKey(d.Name, value), Period: flowctl.DefaultPeriod}
 		}
@@ -293,7 +326,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// The run's first delivery waits while the scope's AI token bucket is empty
 		// (delivery/internal/sched/tokengate.go); its AI steps are debited from the bucket.
 		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
-		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs}
+		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs, Estimate: tt.Estimate}
 		if m.FlowControl == nil {
 			// A waitlist of the scope for the first delivery only: the run's later
 			// deliveries do not queue behind other runs' starts waiting for tokens.
@@ -317,6 +350,28 @@ func concurrencyKey(workflow string, scope int, value string) string {
 		salt = "\x00c" + strconv.Itoa(scope)
 	}
 	return flowKeyOf(workflow, value+salt)
+}
+
+// appConcurrencyKey is the flow-control key of an app-scope concurrency limit: the same
+// for every workflow of the app that declares the same key text and limit, so their runs
+// share the limit.
+func appConcurrencyKey(app string, c flowctl.Concurrency, value string) string {
+	sum := sha256.Sum256([]byte(app + "\x00" + c.Key + "\x00" + strconv.Itoa(c.Limit) + "\x00" + value))
+	return "app." + strings.ReplaceAll(app, ":", "_") + "." + hex.EncodeToString(sum[:8])
+}
+
+// throttleGate is the start gate of a throttle. The gate is a GCRA of limit per period:
+// emission interval T = period/limit, burst tolerance (limit−1)·T. A burst B below the
+// limit keeps T and makes the tolerance (B−1)·T, which is the same machine as a gate of
+// B per B·T: that is the gate stored (B·T rounded up to the millisecond, so the pace is
+// never faster than limit per period).
+func throttleGate(key string, g *flowctl.GCRALimit) *storage.StartGate {
+	b := g.BurstOrLimit()
+	if b == g.Limit {
+		return &storage.StartGate{Key: key, Limit: g.Limit, PerMs: g.PerMs}
+	}
+	perMs := (g.PerMs*int64(b) + int64(g.Limit) - 1) / int64(g.Limit)
+	return &storage.StartGate{Key: key, Limit: b, PerMs: perMs}
 }
 
 // throttleKey is the waitlist of a throttled workflow without concurrency.

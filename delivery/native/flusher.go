@@ -9,9 +9,10 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// The flusher fires debounce and batch deadlines. The deadlines are stored with their
-// buffers (storage/native_buffers.go), so one that passed while the server was down
-// fires at start-up: Start flushes everything due before it sleeps.
+// The flusher fires debounce and batch deadlines, delayed events and cron triggers. The
+// deadlines are stored with their buffers (storage/native_buffers.go) and in the timer
+// index (storage/native_timers.go), so one that passed while the server was down fires
+// at start-up: Start flushes everything due before it sleeps.
 
 // flushBatch bounds the buffers one transaction fires.
 const flushBatch = 100
@@ -78,8 +79,9 @@ func (s *Service) loop(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// FlushDue starts the run of every debounce and batch buffer whose deadline has passed
-// and returns the earliest deadline still pending (zero: none).
+// FlushDue starts the run of every debounce and batch buffer whose deadline has passed,
+// fans out the due delayed events and fires the due cron triggers, and returns the
+// earliest deadline still pending (zero: none).
 func (s *Service) FlushDue(ctx context.Context) (time.Time, error) {
 	var projects []storage.Project
 	if err := s.store.View(func(tx *storage.Tx) (err error) { projects, err = tx.Projects(); return err }); err != nil {
@@ -118,8 +120,14 @@ func (s *Service) FlushDue(ctx context.Context) (time.Time, error) {
 				break
 			}
 		}
+		if err := s.fireTimers(ctx, p.ID); err != nil {
+			return time.Time{}, err
+		}
 		err := s.store.View(func(tx *storage.Tx) error {
 			if d, ok := tx.NextGateBufferDeadline(p.ID); ok && (next == 0 || d < next) {
+				next = d
+			}
+			if d, ok := tx.NextNativeTimer(p.ID); ok && (next == 0 || d < next) {
 				next = d
 			}
 			return nil
@@ -132,4 +140,34 @@ func (s *Service) FlushDue(ctx context.Context) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return time.UnixMilli(next), nil
+}
+
+// timerBatch bounds the timers one transaction fires: each may start a run of every
+// workflow its event triggers.
+const timerBatch = 16
+
+// fireTimers fans out a project's due delayed events and fires its due cron triggers.
+func (s *Service) fireTimers(ctx context.Context, project string) error {
+	for {
+		fired, err := delivery.NativeUpdate(ctx, s.engine, func(n *delivery.NativeTx) (int, error) {
+			due, err := n.Tx.DueNativeTimers(project, n.Now.UnixMilli(), timerBatch)
+			if err != nil {
+				return 0, err
+			}
+			for _, nt := range due {
+				if nt.Cron != nil {
+					_, _, err = s.fireCronTx(n, project, nt)
+				} else {
+					_, err = s.fireDelayedTx(n, project, nt)
+				}
+				if err != nil {
+					return 0, err
+				}
+			}
+			return len(due), nil
+		})
+		if err != nil || fired < timerBatch {
+			return err
+		}
+	}
 }

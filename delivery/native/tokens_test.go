@@ -212,3 +212,43 @@ func TestTokenThrottleCreditWakesWaitingStart(t *testing.T) {
 		require.Equal(t, []string{"a@0s", "b@0s", "c@0s", "d@2.000000001s"}, ep.startsSince(t0))
 	})
 }
+
+// TestTokenThrottleFreshKeyProbes: a fresh key knows no average tokens per run, so it
+// starts one run and waits for it to end before starting another (a crowd of starts
+// against an unknown bucket would overdraw it); then the average paces the rest. With a
+// declared estimate the key reserves it per start instead, without waiting.
+func TestTokenThrottleFreshKeyProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &aiEndpoint{input: 500, output: 100}
+		n, stop := bubbleNodeWith(t, t.TempDir(), ep)
+		defer stop()
+		ep.engine = n.engine
+		n.register(t, "app", `{"workflows": [
+			{"name": "ask", "url": "http://wf.test/ask", "triggers": [{"event": "e"}], "tokenThrottle": {"tokens": 1000, "perMs": 10000}},
+			{"name": "est", "url": "http://wf.test/est", "triggers": [{"event": "f"}], "tokenThrottle": {"tokens": 1000, "perMs": 10000, "estimate": 300}}]}`)
+		t0 := time.Now()
+		for _, name := range []string{"a", "b", "c"} {
+			n.send(t, ev("e", `{"n": "`+name+`"}`, ""))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		// a alone; b once a has ended (400 left, then the average 600 reserved: -200);
+		// c when the bucket is above zero again, 2 s later.
+		require.Equal(t, []string{"a@0s", "b@0s", "c@2.000000001s"}, ep.startsSince(t0))
+
+		t1 := time.Now()
+		var batch []EventIn
+		for _, name := range []string{"p", "q", "r", "s", "u"} {
+			batch = append(batch, ev("f", `{"n": "`+name+`"}`, ""))
+		}
+		n.send(t, batch...) // one request: admitted before any of them ends
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		// Each start reserves 300 while no run has ended: p, q, r and s start at once
+		// (1000 → -200); u waits for the bucket.
+		starts := ep.startsSince(t1)[3:]
+		require.Len(t, starts, 5)
+		require.ElementsMatch(t, []string{"p@0s", "q@0s", "r@0s", "s@0s"}, starts[:4])
+		require.True(t, strings.HasPrefix(starts[4], "u@") && starts[4] != "u@0s", "u waits: %v", starts)
+	})
+}

@@ -24,18 +24,23 @@ type Controls struct {
 }
 
 // Concurrency limits deliveries holding a slot at once, per value of Key (a dotted path
-// into the event's data; "" for the whole workflow).
+// into the event's data; "" for the whole workflow). Scope "app" shares the limit with
+// every workflow of the app that declares the same Key and Limit with scope "app"; ""
+// or "workflow" is the workflow's own.
 type Concurrency struct {
 	Limit int    `json:"limit"`
 	Key   string `json:"key,omitempty"`
+	Scope string `json:"scope,omitempty"`
 }
 
-// Rate is a throttle (delays run starts) or a rateLimit (drops events): Limit per PerMs,
-// burst = Limit.
+// Rate is a throttle (delays run starts) or a rateLimit (drops events): Limit per PerMs.
+// Burst (throttle only, 1 to Limit; 0 means Limit) is how many starts go at once from
+// idle before the steady pace.
 type Rate struct {
 	Limit int    `json:"limit"`
 	PerMs int64  `json:"perMs"`
 	Key   string `json:"key,omitempty"`
+	Burst int    `json:"burst,omitempty"`
 }
 
 // Debounce starts one run PeriodMs after the last event of a burst (at the latest
@@ -76,16 +81,34 @@ type Cap struct {
 	MaxTokens *int64   `json:"maxTokens,omitempty"`
 }
 
-// TokenThrottle limits the AI tokens of a scope per PerMs.
+// TokenThrottle limits the AI tokens of a scope per PerMs. Estimate (1 to Tokens) is the
+// tokens a run is assumed to spend until the scope has seen runs end; without it the
+// scope starts one run at a time until then.
 type TokenThrottle struct {
-	Tokens int64  `json:"tokens"`
-	PerMs  int64  `json:"perMs"`
-	Key    string `json:"key,omitempty"`
+	Tokens   int64  `json:"tokens"`
+	PerMs    int64  `json:"perMs"`
+	Key      string `json:"key,omitempty"`
+	Estimate int64  `json:"estimate,omitempty"`
 }
 
-// Trigger names an event that starts a workflow.
+// Trigger starts a workflow: an event name, or a cron schedule (five fields) in the IANA
+// zone TZ (UTC when empty), whose fires are events named CronEventName with CronData.
 type Trigger struct {
-	Event string `json:"event"`
+	Event string `json:"event,omitempty"`
+	Cron  string `json:"cron,omitempty"`
+	TZ    string `json:"tz,omitempty"`
+}
+
+// CronEventName names the events of cron fires.
+const CronEventName = "duraton/cron"
+
+// CronData is the data of a cron fire's event: the instant it stands for (unix ms), and
+// Late when it fires after downtime (only the most recent missed instant fires).
+type CronData struct {
+	Cron        string `json:"cron"`
+	TZ          string `json:"tz,omitempty"`
+	ScheduledAt int64  `json:"scheduledAt"`
+	Late        bool   `json:"late,omitempty"`
 }
 
 // WorkflowDefinition is one workflow of a PUT /apps/{app} body: the controls flat beside
@@ -118,9 +141,11 @@ type RegisteredWorkflow struct {
 
 // TriggerEvents are the event names that start the workflow.
 func (w RegisteredWorkflow) TriggerEvents() []string {
-	out := make([]string, len(w.Triggers))
-	for i, t := range w.Triggers {
-		out[i] = t.Event
+	out := make([]string, 0, len(w.Triggers))
+	for _, t := range w.Triggers {
+		if t.Event != "" {
+			out = append(out, t.Event)
+		}
 	}
 	return out
 }
@@ -133,20 +158,24 @@ type RegisteredApp struct {
 	Workflows []RegisteredWorkflow `json:"workflows"`
 }
 
-// EventIn is one event of a POST /events body.
+// EventIn is one event of a POST /events body. Ts (unix ms, at most 365 days ahead) or
+// Delay (a duration such as "90s") delays its fan-out: at most one of them.
 type EventIn struct {
 	Name     string          `json:"name"`
 	Data     json.RawMessage `json:"data"`
 	DedupeID string          `json:"dedupeId,omitempty"`
+	Ts       int64           `json:"ts,omitempty"`
+	Delay    string          `json:"delay,omitempty"`
 }
 
 // EventResult is what the server did with one event: its id and, per workflow whose
 // trigger names it, the outcome. Deduped when its dedupeId was seen (ID is then the
-// first event's).
+// first event's). A delayed event has ScheduledFor (unix ms) and no runs yet.
 type EventResult struct {
-	ID      string     `json:"id"`
-	Deduped bool       `json:"deduped,omitempty"`
-	Runs    []EventRun `json:"runs"`
+	ID           string     `json:"id"`
+	Deduped      bool       `json:"deduped,omitempty"`
+	ScheduledFor int64      `json:"scheduledFor,omitempty"`
+	Runs         []EventRun `json:"runs"`
 }
 
 // Run returns the outcome of the named workflow, false when the event did not match it.

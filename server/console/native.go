@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -84,6 +85,10 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request) {
 			row := workflowRow{Name: def.Name, App: def.App, URL: def.URL, Retries: def.Retries, Controls: controlsInWords(def.FlowControl),
 				Backlog: backlog[def.Name], RunsLastHour: hour[def.Name]}
 			for _, t := range def.Triggers {
+				if t.Cron != "" {
+					row.Triggers = append(row.Triggers, "cron "+t.Cron+" "+cmp.Or(t.TZ, "UTC"))
+					continue
+				}
 				row.Triggers = append(row.Triggers, t.Event)
 			}
 			d.Workflows = append(d.Workflows, row)
@@ -103,10 +108,18 @@ func controlsInWords(fc flowctl.Controls) []string {
 		return " per " + k
 	}
 	for _, cc := range fc.Concurrency {
-		out = append(out, fmt.Sprintf("at most %d running%s", cc.Limit, key(cc.Key)))
+		shared := ""
+		if cc.Scope == flowctl.ScopeApp {
+			shared = ", shared by the app"
+		}
+		out = append(out, fmt.Sprintf("at most %d running%s%s", cc.Limit, key(cc.Key), shared))
 	}
 	if t := fc.Throttle; t != nil {
-		out = append(out, fmt.Sprintf("throttle: %d starts per %s%s", t.Limit, per(t.PerMs), key(t.Key)))
+		burst := ""
+		if t.Burst > 0 && t.Burst < t.Limit {
+			burst = fmt.Sprintf(", %d at once", t.Burst)
+		}
+		out = append(out, fmt.Sprintf("throttle: %d starts per %s%s%s", t.Limit, per(t.PerMs), key(t.Key), burst))
 	}
 	if t := fc.RateLimit; t != nil {
 		out = append(out, fmt.Sprintf("rate limit: %d events per %s%s, the rest dropped", t.Limit, per(t.PerMs), key(t.Key)))

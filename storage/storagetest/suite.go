@@ -40,6 +40,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Flow", flowTests},
 		{"Gates", gateTests},
 		{"Buffers", bufferTests},
+		{"Timers", timerTests},
 		{"Runs", runTests},
 		{"Records", recordTests},
 		{"Large", largeTests},
@@ -154,7 +155,7 @@ func dueEntry(ids *storage.IDGen, due time.Time, project string) storage.DueEntr
 		FlowKey: "key-1", Limits: flowctl.Limits{Parallelism: 2, Rate: 10, Period: time.Second}, OrderAt: due.UnixNano() - 5,
 		Extra: []storage.ExtraKey{{Key: "extra", Parallelism: 3}}, ShiftMs: 7,
 		Gate:   &storage.StartGate{Key: "gate\x00key", Limit: 4, PerMs: 1000},
-		Tokens: &storage.TokenGate{Key: "tokens", Tokens: 500, PerMs: 60000}}
+		Tokens: &storage.TokenGate{Key: "tokens", Tokens: 500, PerMs: 60000, Estimate: 250}}
 }
 
 // scanAll pages through the whole due index, size entries per read transaction.

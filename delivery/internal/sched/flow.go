@@ -96,6 +96,9 @@ type flowState struct {
 	gateTakes int                                // admissions through a gate since the last sweep
 	tokenAvg  map[flowID]int64                   // tokenThrottle scopes' average tokens per run (tokengate.go)
 	tokenWait map[flowID]map[*flowQueue]struct{} // queues whose head waits for a bucket (tokengate.go)
+	// tokenProbe counts runs started on a scope that knew no average and declared no
+	// estimate, not yet ended: while one is, the scope starts no other (tokengate.go).
+	tokenProbe map[flowID]int
 }
 
 func newFlowState() flowState {
@@ -103,7 +106,7 @@ func newFlowState() flowState {
 		queues: map[flowID]*flowQueue{}, ceilings: map[string]*flowctl.Ceiling{},
 		inFlight: map[string]int{}, keys: map[string]int{}, rings: map[string][]*flowQueue{},
 		extra: map[flowID]*flowctl.Key{}, gates: map[flowID]flowctl.GCRA{}, tokenAvg: map[flowID]int64{},
-		tokenWait: map[flowID]map[*flowQueue]struct{}{},
+		tokenWait: map[flowID]map[*flowQueue]struct{}{}, tokenProbe: map[flowID]int{},
 	}
 }
 
@@ -217,6 +220,9 @@ func (s *Scheduler) pump(q *flowQueue, now time.Time, limit int, wokenAt time.Ti
 		if head.x != nil && head.x.tokens != nil {
 			adm.TokenKey = head.x.tokens.Key
 			adm.TokenReserve = s.flow.tokenAvg[flowID{q.id.project, adm.TokenKey}]
+			if adm.TokenReserve <= 0 {
+				adm.TokenReserve = head.x.tokens.Estimate // none known yet: the declared one
+			}
 		}
 		*starts = append(*starts, s.start(head.entry(q), adm))
 	}

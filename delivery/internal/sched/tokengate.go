@@ -12,10 +12,13 @@ import (
 // a token bucket per scope, kept as a GCRA state in the start gates' map: TAT is when the
 // bucket is full again, so its level at now is tokens − (TAT − now) × tokens/perMs
 // (capped at tokens). A run's first delivery is admitted only while the level is above
-// zero; its start reserves the scope's average tokens per run so far. The engine debits
-// each AI step's actual usage (AdjustTokens) and gives the reservation back when the run
-// ends, so the bucket may go into debt, which delays the scope's next starts; nothing
-// fails or pauses.
+// zero; its start reserves the scope's average tokens per run so far (before one is
+// known: the declared estimate). A scope with neither starts one run at a time until a run
+// has ended with tokens, so a fresh key cannot start a crowd against a bucket it knows
+// nothing about (after a restart, one more may start before the first ends: the count is
+// in memory). The engine debits each AI step's actual usage (AdjustTokens) and gives the
+// reservation back when the run ends, so the bucket may go into debt, which delays the
+// scope's next starts; nothing fails or pauses.
 
 // tokenConstraint is a run's token gate.
 type tokenConstraint struct {
@@ -25,6 +28,9 @@ type tokenConstraint struct {
 }
 
 func (c *tokenConstraint) Check(now time.Time) (bool, time.Time) {
+	if c.probing() && c.s.flow.tokenProbe[c.id] > 0 {
+		return false, time.Time{} // woken when a run of the scope ends (AdjustTokens)
+	}
 	tat := c.s.flow.gates[c.id].TAT
 	if tat-now.UnixNano() < c.g.Window() {
 		return true, time.Time{}
@@ -33,16 +39,31 @@ func (c *tokenConstraint) Check(now time.Time) (bool, time.Time) {
 	return false, time.Unix(0, tat-c.g.Window()+1)
 }
 
-// Take books the start's reservation: the scope's average tokens per run so far.
+// probing reports whether a start would learn the scope's tokens per run: no average is
+// known and no estimate declared.
+func (c *tokenConstraint) probing() bool {
+	return c.s.flow.tokenAvg[c.id] <= 0 && c.g.Estimate <= 0
+}
+
+// Take books the start's reservation: the scope's average tokens per run so far, or the
+// declared estimate; without either the start is the scope's probe.
 func (c *tokenConstraint) Take(now time.Time) {
-	if avg := c.s.flow.tokenAvg[c.id]; avg > 0 {
+	switch avg := c.s.flow.tokenAvg[c.id]; {
+	case avg > 0:
 		c.s.adjustTokens(c.id, c.g.Debit(avg), now)
+	case c.g.Estimate > 0:
+		c.s.adjustTokens(c.id, c.g.Debit(c.g.Estimate), now)
+	default:
+		c.s.flow.tokenProbe[c.id]++
 	}
 }
 
 func (c *tokenConstraint) Release() {}
 
 func (c *tokenConstraint) String() string {
+	if c.probing() && c.s.flow.tokenProbe[c.id] > 0 {
+		return "waiting for AI tokens: tokenThrottle starts one run at a time until a run of the scope has ended (no average tokens per run yet, no estimate)"
+	}
 	return "waiting for AI tokens: tokenThrottle bucket of " + strconv.FormatInt(c.g.Tokens, 10) + " tokens per " +
 		(time.Duration(c.g.PerMs) * time.Millisecond).String() + " is empty"
 }
@@ -74,8 +95,13 @@ func (s *Scheduler) AdjustTokens(project, key string, d, avg int64, now time.Tim
 	}
 	if avg >= 0 {
 		s.flow.tokenAvg[id] = avg
+		if s.flow.tokenProbe[id] > 1 {
+			s.flow.tokenProbe[id]--
+		} else {
+			delete(s.flow.tokenProbe, id)
+		}
 	}
-	if d < 0 {
+	if d < 0 || avg >= 0 {
 		waiting := s.flow.tokenWait[id]
 		delete(s.flow.tokenWait, id)
 		for q := range waiting {

@@ -21,7 +21,7 @@ export interface ClientOptions {
 export interface WorkflowDefinitionJSON extends Controls {
   name: string;
   url: string;
-  triggers: { event: string }[];
+  triggers: ({ event: string } | { cron: string; tz?: string })[];
   retries?: number;
 }
 
@@ -30,7 +30,7 @@ export interface RegisteredWorkflow {
   app: string;
   name: string;
   url: string;
-  triggers: { event: string }[];
+  triggers: ({ event: string } | { cron: string; tz?: string })[];
   retries: number;
   flowControl: Controls;
   createdAt: number;
@@ -44,11 +44,17 @@ export interface RegisteredApp {
   workflows: RegisteredWorkflow[];
 }
 
-/** An event to send: `data` is any JSON value; a repeated `dedupeId` within 24 h starts nothing. */
+/**
+ * An event to send: `data` is any JSON value; a repeated `dedupeId` within 24 h starts
+ * nothing. `ts` (Unix ms) or `delay` (e.g. "90s", "15m", "36h"), at most one and at most
+ * 365 days ahead, delays its fan-out: it is stored at once and starts its runs then.
+ */
 export interface SendEvent<TData = unknown> {
   name: string;
   data?: TData;
   dedupeId?: string;
+  ts?: number;
+  delay?: string;
 }
 
 /** What one workflow did with an event: exactly one outcome. */
@@ -68,6 +74,8 @@ export interface EventResult {
   id: string;
   /** The event's dedupeId was seen within 24 h: `id` is the first event's, `runs` is empty. */
   deduped?: true;
+  /** A delayed event: when it fans out (Unix ms); `runs` is empty until then (GET /events/{id}). */
+  scheduledFor?: number;
   runs: EventRun[];
 }
 

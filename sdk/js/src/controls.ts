@@ -10,6 +10,11 @@ export interface Concurrency {
   /** 1–100,000. */
   limit: number;
   key?: KeyPath;
+  /**
+   * "workflow" (default): the workflow's own limit. "app": shared by every workflow of the
+   * app that declares the same `key` text and `limit` with scope "app".
+   */
+  scope?: "workflow" | "app";
 }
 
 /** Run starts per window (GCRA, burst = limit): throttle delays, rateLimit drops. */
@@ -19,6 +24,11 @@ export interface Rate {
   /** throttle: 1 s – 7 d; rateLimit: 1 s – 24 h. */
   perMs: number;
   key?: KeyPath;
+}
+
+/** Run starts per window: `burst` (1–limit, default limit) go at once from idle, then one every perMs/limit. */
+export interface Throttle extends Rate {
+  burst?: number;
 }
 
 /** One run `periodMs` after the burst's last event (at the latest `timeoutMs` after its first). */
@@ -64,13 +74,15 @@ export interface TokenThrottle {
   tokens: number;
   perMs: number;
   key?: KeyPath;
+  /** Tokens a run is assumed to spend until the scope has seen runs end (1–tokens); without it one run starts at a time until then. */
+  estimate?: number;
 }
 
 /** Every control is optional and off when absent. */
 export interface Controls {
   /** One scope, or an array of at most 2. */
   concurrency?: Concurrency | readonly [Concurrency] | readonly [Concurrency, Concurrency];
-  throttle?: Rate;
+  throttle?: Throttle;
   rateLimit?: Rate;
   debounce?: Debounce;
   batch?: Batch;

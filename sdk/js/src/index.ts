@@ -11,6 +11,7 @@ export type {
   ReceivedEvent,
   Steps,
   Trigger,
+  WireTrigger,
   WaitResult,
   Workflow,
   WorkflowOptions,
@@ -36,6 +37,7 @@ export type {
   WorkflowDefinitionJSON,
 } from "./client.js";
 export type * from "./controls.js";
+export type { FlowControl, RunOptions } from "./stepflow.js";
 export { controlNames } from "./controls.js";
 export { BudgetError, isBudgetError, budgetErrorFrom, DuratonApiError, WorkflowFailure, BUDGET_EXCEEDED, AI_PRICE_UNKNOWN } from "./errors.js";
 export type { AIUsage } from "./errors.js";

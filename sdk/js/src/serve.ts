@@ -168,7 +168,7 @@ export function serve(opts: ServeOptions): Served {
     !get("upstash-workflow-unknown-sdk") &&
     !upstashOnly.has(wf);
   for (const wf of opts.workflows) {
-    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL)), {
+    const { handler } = upstashServe(async (c) => wf.handler(makeContext(c, wf, opts.app, siblingURL, client)), {
       url: urlOf(wf),
       qstashClient,
       receiver,
@@ -254,7 +254,7 @@ export function serve(opts: ServeOptions): Served {
 
 /** The wire definition of a workflow served at url: only the fields native-api.md lists. */
 export function definition(w: Workflow<any, any>, url: string): WorkflowDefinitionJSON {
-  const d: WorkflowDefinitionJSON = { name: w.name, url, triggers: w.triggers.map((t) => ({ event: t.event })) };
+  const d: WorkflowDefinitionJSON = { name: w.name, url, triggers: w.triggers.map((t) => ({ ...t })) };
   if (w.retries !== undefined) d.retries = w.retries;
   for (const k of controlNames) {
     if (w[k] !== undefined) (d as unknown as Record<string, unknown>)[k] = w[k];

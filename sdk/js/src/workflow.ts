@@ -5,6 +5,9 @@
 import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 import type { Controls } from "./controls.js";
 import { BudgetError, budgetErrorFrom, budgetErrorFromMessage, WorkflowFailure } from "./errors.js";
+import type { SendEvent } from "./client.js";
+import { sendEventStep, type EventSender } from "./sendevent.js";
+import { flowControlOf, runUnder, type FlowControl, type RunOptions } from "./stepflow.js";
 
 /** One event as the run received it. */
 export interface ReceivedEvent<TData = any> {
@@ -71,8 +74,12 @@ export interface InvokeResult<T = unknown> {
 }
 
 export interface Steps {
-  /** Runs fn once; its result is recorded and replayed on later deliveries. */
-  run<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
+  /**
+   * Runs fn once; its result is recorded and replayed on later deliveries. With
+   * `{ flowControl }` the step runs in a delivery of its own, gated under that key alone
+   * (the steps of every run sharing the key share its limits).
+   */
+  run<T>(name: string, fn: () => T | Promise<T>, opts?: RunOptions): Promise<T>;
   sleep(name: string, duration: Duration): Promise<void>;
   sleepUntil(name: string, when: Date | number | string): Promise<void>;
   /** Waits for an event named `event` (sent with POST /events or notify), up to `timeout` (default 7d). */
@@ -86,6 +93,11 @@ export interface Steps {
    * run's `cap` fails the run with a BudgetError (the failure handler receives it).
    */
   ai<T = unknown>(name: string, opts: AIOptions): Promise<CallResult<T>>;
+  /**
+   * Sends events (POST /events) as a recorded step and returns their ids: a replay returns
+   * the recorded ids and sends nothing again.
+   */
+  sendEvent(name: string, events: SendEvent | SendEvent[]): Promise<string[]>;
 }
 
 /** What a handler receives. */
@@ -100,6 +112,8 @@ export interface Context<TData = any> {
   app: string;
   /** The request headers of this delivery. */
   headers: Headers;
+  /** The flow control this delivery was admitted under (the run's, or a step's own); undefined without one. */
+  flowControl: FlowControl | undefined;
   step: Steps;
   /** The @upstash/workflow context underneath (parallel steps, webhooks, notify, cancel, ...). */
   upstash: WorkflowContext<unknown>;
@@ -116,8 +130,15 @@ export interface FailureContext<TData = any> {
   error: BudgetError | WorkflowFailure;
 }
 
-/** A trigger: an event name (or `{ event }`, as on the wire). */
-export type Trigger = string | { event: string };
+/**
+ * A trigger: an event name (or `{ event }`, as on the wire), or a cron schedule: five
+ * fields read in the IANA zone `tz` (default UTC); each fire's event is `duraton/cron`
+ * with data `{ cron, tz?, scheduledAt, late? }`.
+ */
+export type Trigger = string | { event: string } | { cron: string; tz?: string };
+
+/** A trigger as it is registered. */
+export type WireTrigger = { event: string } | { cron: string; tz?: string };
 
 export interface WorkflowOptions<TData = any, TResult = unknown> extends Controls {
   /** 1–128 chars of [A-Za-z0-9._:-], unique in the project. */
@@ -133,7 +154,7 @@ export interface WorkflowOptions<TData = any, TResult = unknown> extends Control
 
 /** A workflow() definition: data for the server plus the code that runs it. */
 export interface Workflow<TData = any, TResult = unknown> extends Readonly<WorkflowOptions<TData, TResult>> {
-  readonly triggers: { event: string }[];
+  readonly triggers: WireTrigger[];
   readonly kind: "duraton.workflow";
 }
 
@@ -145,7 +166,9 @@ export function workflow<TData = any, TResult = unknown>(opts: WorkflowOptions<T
     throw new Error(`duraton: workflow name ${JSON.stringify(opts.name)}: 1–128 characters of [A-Za-z0-9._:-]`);
   }
   if (typeof opts.handler !== "function") throw new Error(`duraton: workflow ${opts.name}: handler is not a function`);
-  const triggers = (opts.triggers ?? [opts.name]).map((t) => (typeof t === "string" ? { event: t } : { event: t.event }));
+  const triggers = (opts.triggers ?? [opts.name]).map((t): WireTrigger =>
+    typeof t === "string" ? { event: t } : "cron" in t ? (t.tz === undefined ? { cron: t.cron } : { cron: t.cron, tz: t.tz }) : { event: t.event },
+  );
   if (triggers.length === 0) throw new Error(`duraton: workflow ${opts.name}: at least one trigger`);
   return Object.freeze({ ...opts, triggers, kind: "duraton.workflow" as const });
 }
@@ -175,10 +198,12 @@ export function eventsOf(payload: unknown, createdAt: number): { event: Received
 }
 
 /** Builds ctx for one delivery from the @upstash/workflow context. */
-export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: string, siblingURL: (name: string) => string): Context {
+export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: string, siblingURL: (name: string) => string, client?: EventSender): Context {
   const { event, events } = eventsOf(c.requestPayload, c.workflowRunCreatedAt);
+  let sends = 0;
   const step: Steps = {
-    run: (name, fn) => c.run(name, fn) as Promise<never>,
+    sendEvent: (name, evs) => sendEventStep(c, client, name, evs, sends++),
+    run: (name, fn, opts) => (opts?.flowControl ? runUnder(c, name, fn, opts.flowControl) : c.run(name, fn)) as Promise<never>,
     sleep: (name, d) => c.sleep(name, d),
     sleepUntil: (name, when) => c.sleepUntil(name, when),
     async waitForEvent(name, ev, opts = {}) {
@@ -221,6 +246,7 @@ export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: stri
     workflow: c.headers.get("duraton-workflow") ?? wf.name,
     app: c.headers.get("duraton-app") ?? app,
     headers: c.headers,
+    flowControl: flowControlOf(c.headers),
     step,
     upstash: c,
   };

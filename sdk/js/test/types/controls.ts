@@ -86,3 +86,20 @@ workflow<{ accountId: string }>({
     return id;
   },
 });
+
+// Cron triggers, throttle burst, app-scope concurrency, a token estimate; step flowControl.
+workflow({ name: "ok.cron", triggers: [{ cron: "0 * * * *", tz: "Europe/Berlin" }, "manual"], handler });
+workflow({ name: "ok.burst", throttle: { limit: 10, perMs: 60_000, burst: 1 }, concurrency: { limit: 2, key: "a", scope: "app" }, handler });
+workflow({ name: "ok.est", tokenThrottle: { tokens: 1000, perMs: 60_000, estimate: 200 }, handler });
+// @ts-expect-error a scope is "workflow" or "app"
+workflow({ name: "bad.scope", concurrency: { limit: 2, scope: "project" }, handler });
+// @ts-expect-error a cron trigger has no event
+workflow({ name: "bad.cron", triggers: [{ crn: "* * * * *" }], handler });
+const stepFlow = async (ctx: Context) => {
+  await ctx.step.run("pay", () => 1, { flowControl: { key: "payments", parallelism: 3 } });
+  // @ts-expect-error a typo in a step's flow control
+  await ctx.step.run("pay", () => 1, { flowControl: { key: "payments", paralelism: 3 } });
+  const ids: string[] = await ctx.step.sendEvent("emit", [{ name: "e", data: { a: 1 }, delay: "90s" }]);
+  return [ids, ctx.flowControl?.key];
+};
+workflow({ name: "ok.stepflow", handler: stepFlow });

@@ -1,0 +1,109 @@
+// Step-level flow control (docs/protocol.md, "Per-step flow control"), as the Go SDK's
+// sdk.WithStepFlowControl: a step with its own config is first published as a plan step
+// carrying Upstash-Flow-Control-Key/Value, so Duraton gates the delivery that runs it
+// under that key alone; that delivery (its history ends with the plan) runs the step.
+// @upstash/workflow 1.3.3 has no such option on context.run, so this drives its step
+// machinery: the plan is its own plan-step shape, and the plan entry is skipped when the
+// history is read (as the executor skips a parallel group's plans).
+
+import type { WorkflowContext } from "@upstash/workflow";
+
+/** A step's own flow control: the steps (of any run) with the same key share its limits. */
+export interface FlowControl {
+  /** Letters, digits, `-`, `_` and `.`. */
+  key: string;
+  /** At most this many deliveries of the key in flight at once. */
+  parallelism?: number;
+  /** At most this many deliveries of the key started per `period`. */
+  rate?: number;
+  /** Seconds, or a duration such as "10s" or "1m" (default 1 s). */
+  period?: number | string;
+}
+
+/** Options of `ctx.step.run`. */
+export interface RunOptions {
+  /** Gates this step under its own flow-control key instead of the run's. */
+  flowControl?: FlowControl;
+}
+
+type HistoryStep = { stepId: number; targetStep?: number; stepName: string };
+type Executor = { steps: HistoryStep[]; stepCount: number; planStepCount: number };
+type LazyStep = {
+  getPlanStep(concurrent: number, targetStep: number): unknown;
+  getResultStep(concurrent: number, stepId: number): Promise<unknown>;
+  getHeaders(a: unknown): { headers: Record<string, string> };
+};
+
+const keyPattern = /^[A-Za-z0-9._-]{1,256}$/;
+
+/** The Upstash-Flow-Control-Value of a config; throws on one without a limit. */
+export function flowControlValue(fc: FlowControl): string {
+  if (!keyPattern.test(fc.key ?? "")) throw new Error(`duraton: flowControl key ${JSON.stringify(fc.key)}: 1–256 characters of [A-Za-z0-9._-]`);
+  const parts: string[] = [];
+  if (fc.parallelism !== undefined) parts.push(`parallelism=${positive("parallelism", fc.parallelism)}`);
+  if (fc.rate !== undefined) parts.push(`rate=${positive("rate", fc.rate)}`);
+  if (fc.period !== undefined) parts.push(`period=${typeof fc.period === "number" ? `${fc.period}s` : fc.period}`);
+  if (fc.parallelism === undefined && fc.rate === undefined) throw new Error(`duraton: flowControl ${fc.key}: give parallelism or rate`);
+  return parts.join(", ");
+}
+
+function positive(name: string, n: number): number {
+  if (!Number.isInteger(n) || n < 1) throw new Error(`duraton: flowControl ${name}: a positive integer, got ${n}`);
+  return n;
+}
+
+/** Reads a delivery's flow-control headers (undefined without a key). */
+export function flowControlOf(headers: Headers): FlowControl | undefined {
+  const key = headers.get("upstash-flow-control-key");
+  if (!key) return undefined;
+  const fc: FlowControl = { key };
+  for (const item of (headers.get("upstash-flow-control-value") ?? "").split(",")) {
+    const [name, value] = item.split("=").map((s) => s.trim());
+    if (!value) continue;
+    switch (name.toLowerCase()) {
+      case "parallelism":
+        fc.parallelism = Number(value);
+        break;
+      case "rate":
+      case "ratepersecond":
+        fc.rate = Number(value);
+        break;
+      case "period":
+        fc.period = value;
+        break;
+    }
+  }
+  return fc;
+}
+
+/** ctx.step.run with a flowControl option. */
+export function runUnder<T>(c: WorkflowContext<unknown>, name: string, fn: () => T | Promise<T>, fc: FlowControl): Promise<T> {
+  const value = flowControlValue(fc);
+  const ex = (c as unknown as { executor?: Executor }).executor;
+  if (!ex || !Array.isArray(ex.steps) || typeof ex.stepCount !== "number" || typeof ex.planStepCount !== "number") {
+    throw new Error(`duraton: step ${name}: flowControl needs the step executor of @upstash/workflow 1.3.3`);
+  }
+  const id = ex.stepCount + 1; // the id the step gets (the executor counts it when it is added)
+  if (ex.steps.some((s) => s.stepId === 0 && s.targetStep === id)) {
+    // Planned already: this delivery runs it (the plan is the history's last entry) or
+    // replays its result (the entry after the plan). Either way the plan is skipped.
+    ex.planStepCount += 1;
+    return c.run(name, fn) as Promise<T>;
+  }
+  const view = Object.create(c, {
+    addStep: {
+      value: (s: LazyStep) => {
+        s.getResultStep = async (concurrent, stepId) => s.getPlanStep(concurrent, stepId);
+        const headers = s.getHeaders.bind(s);
+        s.getHeaders = (a) => {
+          const h = headers(a);
+          h.headers["Upstash-Flow-Control-Key"] = fc.key;
+          h.headers["Upstash-Flow-Control-Value"] = value;
+          return h;
+        };
+        return (c as unknown as { addStep(s: LazyStep): Promise<unknown> }).addStep(s);
+      },
+    },
+  }) as WorkflowContext<unknown>;
+  return c.run.call(view, name, fn) as Promise<T>;
+}
