@@ -15,7 +15,7 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// Cron triggers (native-api.md, "Cron triggers"): a definition's {"cron", "tz"?} trigger
+// Cron triggers (docs/protocol.md, "Native workflows"): a definition's {"cron", "tz"?} trigger
 // has one pending fire, a timer of the flusher (storage/native_timers.go) at the next
 // scheduled instant. Firing it starts the run and stores the following fire in one
 // transaction, so an instant fires at most once, across crashes too. After downtime the

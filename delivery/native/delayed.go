@@ -8,7 +8,7 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// Delayed events (native-api.md, "Delayed events"): an event sent with "ts" (unix ms) or
+// Delayed events (docs/protocol.md, "Native workflows"): an event sent with "ts" (unix ms) or
 // "delay" (a duration such as "90s") in the future is stored with a timer of the flusher
 // (storage/native_timers.go) and acknowledged at once; the flusher fans it out when it
 // is due, in the transaction that removes its timer, so it fans out once, across
