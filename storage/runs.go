@@ -82,6 +82,13 @@ type Run struct {
 	// AwaitingSDK marks a run triggered without an SDK (POST /v2/trigger) whose
 	// endpoint's SDK has not yet re-published its init (protocol §5.16).
 	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
+	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
+	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
+}
+
+// CancelledBy is the event that cancelled a run (a workflow's cancelOn).
+type CancelledBy struct {
+	EventID string `json:"eventId"`
 }
 
 // Live reports whether the run has not ended.

@@ -156,6 +156,9 @@ func (s *Service) parseWorkflow(i int, raw json.RawMessage) (Workflow, error) {
 		}
 	}
 	d.FlowControl, err = flowctl.ParseControls(fields)
+	if err == nil {
+		err = s.compileDef(&d)
+	}
 	if err != nil {
 		var fe *flowctl.FieldError
 		if errors.As(err, &fe) {

@@ -177,9 +177,11 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	if err != nil {
 		return EventResult{}, err
 	}
+	pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
+	ke := newKeyEvent(pe)
 	for i := range defs {
 		d := &defs[i]
-		v, err := admit(tx, project, d, in.Data, now)
+		v, err := admit(tx, project, d, func(key string) string { return s.keyValue(ke, key) }, now)
 		if err != nil {
 			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
 		}
@@ -194,7 +196,6 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 		if err := v.commit(tx, project); err != nil {
 			return EventResult{}, err
 		}
-		pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
 		r, held, err := s.bufferTx(n, project, d, pe)
 		if err != nil {
 			return EventResult{}, fmt.Errorf("workflow %q: %w", d.Name, err)
@@ -232,7 +233,7 @@ type payload struct {
 // SDK's trigger would publish (the Upstash-Workflow-Sdk-Version forwarded on the first
 // delivery, a failure callback to the workflow URL), plus Duraton-Workflow and
 // Duraton-App on every delivery.
-func runPublication(project string, d *Workflow, events []payloadEvent, runID string) (delivery.Publication, error) {
+func runPublication(project string, d *Workflow, events []payloadEvent, runID string, keyOf func(key string) string) (delivery.Publication, error) {
 	body, err := wire.CompactJSON(payload{payloadEvent: events[0], Events: events})
 	if err != nil {
 		return delivery.Publication{}, fmt.Errorf("event payload: %w", err)
@@ -269,7 +270,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// with the limit as its parallelism), so at most limit of them are in flight per
 		// scope. The first scope is the run's waitlist; a second is a further key whose
 		// slot the scheduler admits together with the first's.
-		value, _ := flowctl.ResolveKey(events[0].Data, c.Key)
+		value := keyOf(c.Key)
 		fc := flowctl.Config{Key: concurrencyKey(d.Name, i, value), Parallelism: c.Limit, Period: flowctl.DefaultPeriod}
 		if i == 0 {
 			m.FlowControl = &fc
@@ -282,7 +283,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// it, together with the concurrency slots: a start held back by concurrency
 		// spends nothing. A run without concurrency waits in a waitlist of its own
 		// scope, with no limit but the gate, so it holds up no one else.
-		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
+		value := keyOf(g.Key)
 		m.StartGate = &storage.StartGate{Key: gateKey(d.Name, gateThrottle, value), Limit: g.Limit, PerMs: g.PerMs}
 		if m.FlowControl == nil {
 			m.FlowControl = &flowctl.Config{Key: throttleKey(d.Name, value), Period: flowctl.DefaultPeriod}
@@ -291,7 +292,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 	if tt := d.FlowControl.TokenThrottle; tt != nil {
 		// The run's first delivery waits while the scope's AI token bucket is empty
 		// (delivery/sched/tokengate.go); its AI steps are debited from the bucket.
-		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
+		value := keyOf(tt.Key)
 		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs}
 		if m.FlowControl == nil {
 			// A waitlist of the scope for the first delivery only: the run's later
@@ -299,9 +300,6 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 			m.FlowControl = &flowctl.Config{Key: flowKeyOf(d.Name, value+"\x00tokens"), Period: flowctl.DefaultPeriod}
 			init.StartKeyOnly = true
 		}
-	}
-	if p := d.FlowControl.Priority; p != nil {
-		init.PriorityShiftMs = p.ShiftMs
 	}
 	init.Cap = d.FlowControl.Cap // checked before each AI step (delivery/ai.go)
 	return delivery.Publication{Message: m, Init: init}, nil

@@ -172,3 +172,27 @@ func (p *Program) Int(vars map[string]any) (int64, error) {
 	}
 	return 0, fmt.Errorf("the value is a %s, not a number", v.Type().TypeName())
 }
+
+// OutputType names the type the checker found for the program ("dyn" when it depends on
+// the variables).
+func (p *Program) OutputType() string {
+	if p.out == nil {
+		return "dyn"
+	}
+	return p.out.String()
+}
+
+// OutputIsNot reports whether the program's type is known and none of kinds (CEL type
+// names: "int", "string", ...); a dyn program may be any of them.
+func (p *Program) OutputIsNot(kinds ...string) bool {
+	t := p.OutputType()
+	if t == "dyn" {
+		return false
+	}
+	for _, k := range kinds {
+		if t == k {
+			return false
+		}
+	}
+	return true
+}

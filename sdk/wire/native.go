@@ -24,7 +24,8 @@ type Controls struct {
 }
 
 // Concurrency limits deliveries holding a slot at once, per value of Key (a dotted path
-// into the event's data; "" for the whole workflow).
+// into the event's data, or a CEL expression over the event such as
+// "event.data.orderId"; "" for the whole workflow).
 type Concurrency struct {
 	Limit int    `json:"limit"`
 	Key   string `json:"key,omitempty"`
@@ -53,9 +54,12 @@ type Batch struct {
 	Key       string `json:"key,omitempty"`
 }
 
-// Priority orders the workflow's deliveries as if enqueued ShiftMs earlier.
+// Priority orders the workflow's deliveries as if enqueued ShiftMs earlier; or, with Run
+// (a CEL expression over the event), as if enqueued that many seconds earlier, per run
+// (an int clamped to ±600).
 type Priority struct {
-	ShiftMs int64 `json:"shiftMs"`
+	ShiftMs int64  `json:"shiftMs"`
+	Run     string `json:"run,omitempty"`
 }
 
 // Singleton keeps at most one live run per key; Mode "cancel" (default) or "skip".
