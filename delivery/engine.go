@@ -12,6 +12,7 @@ import (
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/delivery/sched"
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/flowctl/expr"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -260,6 +261,7 @@ type Engine struct {
 	loops    sync.WaitGroup          // dispatcher and sweeper
 	attempts sync.WaitGroup          // in-flight attempts
 	workers  *workers                // the goroutines attempts run on (workers.go)
+	exprs    *expr.Cache             // wait conditions, compiled once (waitcond.go)
 }
 
 // New builds an engine over store. It starts nothing; call Start.
@@ -276,6 +278,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 		}
 	}
 	e := &Engine{
+		exprs: expr.NewCache(0),
 		cfg:   cfg,
 		store: store,
 		log:   cfg.Logger.With("component", "delivery"),

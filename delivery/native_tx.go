@@ -63,12 +63,18 @@ func (n *NativeTx) StartRun(p Publication) (PublishResult, error) {
 // Notify wakes every waiter of eventID (up to the engine's notify limit) with data, as
 // Engine.Notify does without a run id, and returns how many runs it resumed.
 func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
-	ws, err := n.e.waitersTx(n.Tx, project, eventID, "")
+	return n.NotifyEvent(project, IncomingEvent{Name: eventID, Data: data, Ts: n.Now.UnixMilli()})
+}
+
+// NotifyEvent wakes the waiters of the event's name that it satisfies (every plain
+// waiter, the match and if waiters whose condition holds for it), up to the engine's
+// notify limit, with its data; it returns how many runs it resumed.
+func (n *NativeTx) NotifyEvent(project string, in IncomingEvent) (int, error) {
+	ws, _, err := n.e.waitersTx(n.Tx, project, in.Name, "", in)
 	if err != nil {
 		return 0, err
 	}
-	ws = ws[:min(len(ws), n.e.cfg.MaxNotifyWaiters)]
-	res, fx, err := n.e.resolveWaitersTx(n.Tx, project, ws, data, n.Now)
+	res, fx, err := n.e.resolveWaitersTx(n.Tx, project, ws, in.Data, n.Now)
 	if err != nil {
 		return 0, err
 	}

@@ -207,7 +207,7 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 		}
 		ev.Runs = append(ev.Runs, r)
 	}
-	if _, err := n.Notify(project, in.Name, in.Data); err != nil {
+	if _, err := n.NotifyEvent(project, delivery.IncomingEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}); err != nil {
 		return EventResult{}, err
 	}
 	if in.DedupeID != "" {
