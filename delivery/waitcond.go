@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/duraton/duraton/flowctl/expr"
 	"github.com/duraton/duraton/sdk/wire"
@@ -27,9 +26,7 @@ const (
 	condAsync = "async"
 )
 
-const pathRE = `[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*`
-
-var matchForm = regexp.MustCompile(`^\s*async\.(` + pathRE + `)\s*==\s*event\.(` + pathRE + `)\s*$`)
+var matchForm = regexp.MustCompile(`^\s*async\.(` + expr.PathPattern + `)\s*==\s*event\.(` + expr.PathPattern + `)\s*$`)
 
 // matchPath returns the path of a condition of the match form.
 func matchPath(cond string) (string, bool) {
@@ -75,8 +72,8 @@ func (e *Engine) conditionTx(tx *storage.Tx, project, runID, cond string, w *Wai
 		if err != nil {
 			return err
 		}
-		if v, ok := lookup(vars, path); ok {
-			w.Match.Value = quoted(v)
+		if v, ok := expr.Lookup(vars, path); ok {
+			w.Match.Value = expr.Quoted(v)
 		}
 		return nil
 	}
@@ -118,33 +115,6 @@ func runEventTx(tx *storage.Tx, project, runID string) (json.RawMessage, error) 
 	return json.Marshal(map[string]any{"id": "", "name": "", "data": data, "ts": run.CreatedAt})
 }
 
-// lookup follows a dotted path through decoded JSON objects.
-func lookup(v any, path string) (any, bool) {
-	for _, seg := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[seg]; !ok {
-			return nil, false
-		}
-	}
-	return v, v != nil
-}
-
-// quoted is a decoded JSON value's canonical text (a string quoted; 1 and 1.0 alike), the
-// match index's value.
-func quoted(v any) string {
-	if f, ok := v.(float64); ok && f == float64(int64(f)) && f > -1<<53 && f < 1<<53 {
-		v = int64(f)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
-
 // IncomingEvent is an event as a wait condition's `async` sees it.
 type IncomingEvent struct {
 	ID, Name string
@@ -179,11 +149,11 @@ func (e *Engine) wakeableTx(tx *storage.Tx, project, eventID string, in Incoming
 		if async == nil {
 			async = in.vars()
 		}
-		v, ok := lookup(async, path)
+		v, ok := expr.Lookup(async, path)
 		if !ok {
 			continue
 		}
-		got, err := tx.MatchWaiters(project, eventID, path, quoted(v), limit+1-len(ws))
+		got, err := tx.MatchWaiters(project, eventID, path, expr.Quoted(v), limit+1-len(ws))
 		if err != nil {
 			return nil, false, err
 		}
@@ -236,8 +206,8 @@ func (e *Engine) holds(cond string, runEvent json.RawMessage, async map[string]a
 func (e *Engine) waiterHolds(w *Waiter, in IncomingEvent) bool {
 	switch {
 	case w.Match != nil:
-		v, ok := lookup(in.vars(), w.Match.Path)
-		return ok && w.Match.Value != "" && quoted(v) == w.Match.Value
+		v, ok := expr.Lookup(in.vars(), w.Match.Path)
+		return ok && w.Match.Value != "" && expr.Quoted(v) == w.Match.Value
 	case w.If != "":
 		return e.holds(w.If, w.Event, in.vars())
 	}

@@ -94,6 +94,7 @@ func runFlags(r *Run, ext bool) uint64 {
 type runExt struct {
 	Keys        []keyExt     `json:"keys,omitempty"`
 	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
+	CancelKeys  []string     `json:"cancelKeys,omitempty"`
 }
 
 // keyExt marks FlowKeys[I] an expression, with the error that left it without a value.
@@ -103,7 +104,7 @@ type keyExt struct {
 }
 
 func extOf(r *Run) *runExt {
-	if r.CancelledBy == nil && !anyExpr(r.FlowKeys) {
+	if r.CancelledBy == nil && len(r.CancelKeys) == 0 && !anyExpr(r.FlowKeys) {
 		return nil // no allocation for the common run
 	}
 	var x runExt
@@ -112,10 +113,7 @@ func extOf(r *Run) *runExt {
 			x.Keys = append(x.Keys, keyExt{I: i, Error: k.Error})
 		}
 	}
-	x.CancelledBy = r.CancelledBy
-	if len(x.Keys) == 0 && x.CancelledBy == nil {
-		return nil
-	}
+	x.CancelledBy, x.CancelKeys = r.CancelledBy, r.CancelKeys
 	return &x
 }
 
@@ -135,7 +133,7 @@ func (x *runExt) applyTo(r *Run) error {
 		}
 		r.FlowKeys[k.I].Expr, r.FlowKeys[k.I].Error = true, k.Error
 	}
-	r.CancelledBy = x.CancelledBy
+	r.CancelledBy, r.CancelKeys = x.CancelledBy, x.CancelKeys
 	return nil
 }
 

@@ -84,6 +84,9 @@ type Run struct {
 	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
 	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
 	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
+	// CancelKeys are the run's records in its workflow's cancelOn index (cancelon.go),
+	// removed when it ends.
+	CancelKeys []string `json:"cancelKeys,omitempty"`
 }
 
 // CancelledBy is the event that cancelled a run (a workflow's cancelOn).

@@ -132,6 +132,9 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 		return EventRun{}, err
 	}
 	pub.Init.FlowKeys = s.runKeys(d, ke) // shown on GET /runs/{id}
+	if pub.Init.CancelKeys, err = s.indexCancelTx(n.Tx, project, d, pub.Message.RunID, events[0], n.Now.UnixMilli()); err != nil {
+		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)
+	}
 	pub.Init.PriorityShiftMs = s.priorityShiftMs(d, ke)
 	res, err := n.StartRun(pub)
 	if err != nil {

@@ -40,6 +40,9 @@ type EventResult struct {
 	ID      string     `json:"id"`
 	Deduped bool       `json:"deduped,omitempty"`
 	Runs    []EventRun `json:"runs"`
+	// Cancelled lists, per workflow whose cancelOn the event satisfied, the runs it
+	// cancelled (cancelon.go).
+	Cancelled []EventCancel `json:"cancelled,omitempty"`
 }
 
 // ParseEvents reads a POST /events body: one event object or an array of them (at most
@@ -179,6 +182,10 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	}
 	pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
 	ke := newKeyEvent(pe)
+	// Cancels first: a run this event starts is not one it cancels.
+	if ev.Cancelled, err = s.cancelTx(n, project, pe); err != nil {
+		return EventResult{}, err
+	}
 	for i := range defs {
 		d := &defs[i]
 		v, err := admit(tx, project, d, func(key string) string { return s.keyValue(ke, key) }, now)
@@ -219,7 +226,7 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	if err := tx.PutEvent(project, &ev); err != nil {
 		return EventResult{}, err
 	}
-	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
+	return EventResult{ID: ev.ID, Runs: ev.Runs, Cancelled: ev.Cancelled}, nil
 }
 
 // payload is a run's initial payload (native-api.md, "What the endpoint receives"): the

@@ -70,6 +70,8 @@ type RunView struct {
 	// Usage is what the run's AI steps spent; Cap the run's AI cap in force.
 	Usage *flowctl.AIUsage `json:"usage,omitempty"`
 	Cap   *flowctl.Cap     `json:"cap,omitempty"`
+	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
+	CancelledBy *storage.CancelledBy `json:"cancelledBy,omitempty"`
 }
 
 // RunKey is one keyed control of a run as resolved when the run was created: its key
@@ -272,7 +274,8 @@ func (s *Service) views(ctx context.Context, project string, runs []delivery.Run
 		r := &runs[i]
 		wf, app := nativeOf(&r.Run)
 		v := RunView{RunID: r.ID, Workflow: wf, App: app, CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
-			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID, Usage: r.AIUsage, Cap: r.AICap}
+			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID, Usage: r.AIUsage, Cap: r.AICap,
+			CancelledBy: r.CancelledBy}
 		all := recordedSteps(r.History)
 		if len(all) > 0 {
 			v.StartedAt = all[0].EndedAt

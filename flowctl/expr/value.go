@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/common/types"
@@ -168,3 +169,34 @@ func renderMap(b *bytes.Buffer, m traits.Mapper, depth int) error {
 	b.WriteByte('}')
 	return nil
 }
+
+// Lookup follows a dotted path through decoded JSON objects (FromJSON); a missing field
+// or null is not found.
+func Lookup(v any, path string) (any, bool) {
+	for _, seg := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[seg]; !ok {
+			return nil, false
+		}
+	}
+	return v, v != nil
+}
+
+// Quoted is a decoded JSON value's canonical text, a string quoted: equal values by CEL's
+// == (1 and 1.0 too) have equal texts, so it can index them.
+func Quoted(v any) string {
+	if f, ok := v.(float64); ok && f == float64(int64(f)) && f > -1<<53 && f < 1<<53 {
+		v = int64(f)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// PathPattern is a dotted path of identifiers ("data.orderId"), as a regexp.
+const PathPattern = `[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*`

@@ -95,11 +95,30 @@ type Trigger struct {
 // WorkflowDefinition is one workflow of a PUT /apps/{app} body: the controls flat beside
 // the fields.
 type WorkflowDefinition struct {
-	Name     string    `json:"name"`
-	URL      string    `json:"url"`
-	Triggers []Trigger `json:"triggers"`
-	Retries  *int      `json:"retries,omitempty"`
+	Name     string     `json:"name"`
+	URL      string     `json:"url"`
+	Triggers []Trigger  `json:"triggers"`
+	Retries  *int       `json:"retries,omitempty"`
+	CancelOn []CancelOn `json:"cancelOn,omitempty"`
 	Controls
+}
+
+// CancelOn is an event that cancels the workflow's live runs whose triggering event it
+// matches: Match (a dotted path whose values in both events are equal) and If (a CEL
+// condition over event, the run's triggering event, and async, the incoming one) must
+// both hold when set; TimeoutMs limits it to runs created at most that long before. A
+// workflow has at most 8.
+type CancelOn struct {
+	Event     string `json:"event"`
+	Match     string `json:"match,omitempty"`
+	If        string `json:"if,omitempty"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+}
+
+// EventCancel is what one workflow's cancelOn did with an event: the runs it cancelled.
+type EventCancel struct {
+	Workflow  string   `json:"workflow"`
+	Cancelled []string `json:"cancelled"`
 }
 
 // AppDefinition is the body of PUT /apps/{app}.
@@ -110,14 +129,15 @@ type AppDefinition struct {
 // RegisteredWorkflow is a definition as the server stored it, normalized, with its
 // controls on FlowControl (GET /workflows).
 type RegisteredWorkflow struct {
-	App         string    `json:"app"`
-	Name        string    `json:"name"`
-	URL         string    `json:"url"`
-	Triggers    []Trigger `json:"triggers"`
-	Retries     int       `json:"retries"`
-	FlowControl Controls  `json:"flowControl"`
-	CreatedAt   int64     `json:"createdAt"`
-	UpdatedAt   int64     `json:"updatedAt"`
+	App         string     `json:"app"`
+	Name        string     `json:"name"`
+	URL         string     `json:"url"`
+	Triggers    []Trigger  `json:"triggers"`
+	Retries     int        `json:"retries"`
+	FlowControl Controls   `json:"flowControl"`
+	CancelOn    []CancelOn `json:"cancelOn,omitempty"`
+	CreatedAt   int64      `json:"createdAt"`
+	UpdatedAt   int64      `json:"updatedAt"`
 }
 
 // TriggerEvents are the event names that start the workflow.
@@ -151,6 +171,8 @@ type EventResult struct {
 	ID      string     `json:"id"`
 	Deduped bool       `json:"deduped,omitempty"`
 	Runs    []EventRun `json:"runs"`
+	// Cancelled lists the runs the event cancelled, per workflow whose cancelOn it met.
+	Cancelled []EventCancel `json:"cancelled,omitempty"`
 }
 
 // Run returns the outcome of the named workflow, false when the event did not match it.
