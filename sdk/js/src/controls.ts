@@ -71,6 +71,20 @@ export interface TokenThrottle {
   key?: KeyPath;
 }
 
+/**
+ * An event that cancels the workflow's live runs (queued, running, sleeping, waiting)
+ * whose triggering event it matches; a workflow has at most 8.
+ */
+export interface CancelOn {
+  event: string;
+  /** A dotted path ("data.orderId"): the two events' values there must be equal. */
+  match?: string;
+  /** A CEL condition over `event` (the run's triggering event) and `async` (the incoming one). */
+  if?: string;
+  /** Only runs created at most this long before the event. */
+  timeoutMs?: number;
+}
+
 /** Every control is optional and off when absent. */
 export interface Controls {
   /** One scope, or an array of at most 2. */

@@ -1,4 +1,4 @@
-export { workflow } from "./workflow.js";
+export { workflow, waitCondition, waitIfHeader } from "./workflow.js";
 export type {
   AIOptions,
   CallOptions,
@@ -11,6 +11,7 @@ export type {
   ReceivedEvent,
   Steps,
   Trigger,
+  WaitOptions,
   WaitResult,
   Workflow,
   WorkflowOptions,
