@@ -254,14 +254,15 @@ type Engine struct {
 	queueMu sync.Mutex   // orders queue creations and changes with the scheduler's settings
 	runCtx  context.Context
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	cancel   context.CancelCauseFunc // cancels in-flight attempts
-	loops    sync.WaitGroup          // dispatcher and sweeper
-	attempts sync.WaitGroup          // in-flight attempts
-	workers  *workers                // the goroutines attempts run on (workers.go)
-	exprs    *expr.Cache             // wait conditions, compiled once (waitcond.go)
+	mu        sync.Mutex
+	started   bool
+	stopping  bool
+	cancel    context.CancelCauseFunc // cancels in-flight attempts
+	loops     sync.WaitGroup          // dispatcher and sweeper
+	attempts  sync.WaitGroup          // in-flight attempts
+	workers   *workers                // the goroutines attempts run on (workers.go)
+	exprs     *expr.Cache             // wait conditions, compiled once (waitcond.go)
+	runEvents eventCache              // waiting runs' events, decoded (waitcond.go)
 }
 
 // New builds an engine over store. It starts nothing; call Start.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/duraton/duraton/flowctl/expr"
 	"github.com/duraton/duraton/sdk/wire"
@@ -189,12 +190,12 @@ func (e *Engine) wakeableTx(tx *storage.Tx, project, eventID string, in Incoming
 
 // holds evaluates an `if` condition for the run event (JSON) and the incoming event: an
 // evaluation error (a missing field, a cost over the limit) is false.
-func (e *Engine) holds(cond string, runEvent json.RawMessage, async map[string]any) bool {
+func (e *Engine) holds(cond string, runEvent []byte, async map[string]any) bool {
 	p, err := e.waitProgram(cond)
 	if err != nil {
 		return false
 	}
-	ev, err := expr.FromJSON(runEvent)
+	ev, err := e.runEvents.decode(runEvent)
 	if err != nil {
 		return false
 	}
@@ -212,4 +213,42 @@ func (e *Engine) waiterHolds(w *Waiter, in IncomingEvent) bool {
 		return e.holds(w.If, w.Event, in.vars())
 	}
 	return true
+}
+
+// eventCache keeps run events decoded: every event of a name evaluates the `if`
+// condition of each waiter of that name against its run's event, which does not change
+// while the run waits. Keyed by the JSON text; emptied when full. Decoded values are
+// only read (CEL does not change its inputs).
+type eventCache struct {
+	mu    sync.Mutex
+	bytes int
+	m     map[string]any
+}
+
+// maxCachedEventBytes bounds the eventCache (the JSON texts it holds; their decoded
+// values take a few times more).
+const maxCachedEventBytes = 16 << 20
+
+func (c *eventCache) decode(raw []byte) (any, error) {
+	c.mu.Lock()
+	v, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := expr.FromJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxCachedEventBytes/64 {
+		return v, nil // a large event is decoded each time rather than crowd out the rest
+	}
+	c.mu.Lock()
+	if c.m == nil || c.bytes+len(raw) > maxCachedEventBytes {
+		c.m, c.bytes = map[string]any{}, 0
+	}
+	c.m[string(raw)] = v
+	c.bytes += len(raw)
+	c.mu.Unlock()
+	return v, nil
 }

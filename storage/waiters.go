@@ -8,15 +8,19 @@ package storage
 //	event \x02 run                    a waiter with a `match` condition
 //	event \x03 path \x00 value \x00 run  the index of match waiters by value
 //	event \x04 path                   how many match waiters index path (decimal)
-//	event \x05 run                    an `if` waiter's condition and run event (ifCond)
+//	event \x05 run                    an `if` waiter's condition and run event: uvarint
+//	                                  length of the condition, the condition, the event
+//	                                  JSON (read without decoding the waiter)
 //
 // so a plain notify reads plain waiters only, an event finds its match waiters by its
 // own value of each indexed path, and the `if` scan reads small records. Event ids hold
 // no control characters (server and native checks).
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -49,11 +53,11 @@ type WaitMatch struct {
 }
 
 // IfWaiter is what the scan of an event's `if` waiters reads: the condition and the run
-// event, without the rest of the waiter.
+// event, without the rest of the waiter. Event is only valid during the callback.
 type IfWaiter struct {
-	RunID string          `json:"runId"`
-	If    string          `json:"if"`
-	Event json.RawMessage `json:"event"`
+	RunID string
+	If    string
+	Event []byte
 }
 
 const (
@@ -104,10 +108,8 @@ func (t *Tx) PutWaiter(project string, w *Waiter) error {
 		}
 		return t.countPath(b, w.EventID, w.Match.Path, 1)
 	case w.Match == nil && w.If != "":
-		cond, err := json.Marshal(IfWaiter{RunID: w.RunID, If: w.If, Event: w.Event})
-		if err != nil {
-			return err
-		}
+		cond := binary.AppendUvarint(nil, uint64(len(w.If)))
+		cond = append(append(cond, w.If...), w.Event...)
 		return b.Put([]byte(w.EventID+waitCond+w.RunID), cond)
 	}
 	return nil
@@ -268,11 +270,12 @@ func (t *Tx) IfWaiters(project, eventID string, fn func(w *IfWaiter) bool) error
 	prefix := eventID + waitCond
 	c := b.Cursor()
 	for k, v := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, v = c.Next() {
-		var w IfWaiter
-		if err := json.Unmarshal(v, &w); err != nil {
-			return err
+		n, w := binary.Uvarint(v)
+		if w <= 0 || uint64(len(v)-w) < n {
+			return fmt.Errorf("waiter %q: malformed condition record", k)
 		}
-		if !fn(&w) {
+		iw := IfWaiter{RunID: string(k[len(prefix):]), If: string(v[w : w+int(n)]), Event: v[w+int(n):]}
+		if !fn(&iw) {
 			return nil
 		}
 	}
