@@ -14,9 +14,10 @@ import (
 
 // Wait conditions (native-api.md, "Waiting for a matching event"): a wait may carry a CEL
 // condition over `event` (the waiting run's triggering event) and `async` (the incoming
-// one). A condition of the match form "async.<path> == event.<path>" is indexed by the
-// run's value at path, so an event finds its match waiters without evaluating others;
-// any other condition is evaluated for each incoming event of its name.
+// one). A condition that requires "async.<path> == event.<path>" (the match form, or an
+// && chain with it) is indexed by the run's value at path, so an event finds those
+// waiters without evaluating others (the rest of the chain is then evaluated for them
+// alone); any other condition is evaluated for each incoming event of its name.
 
 // ErrWaitCondition is a wait condition that does not compile (the server answers 400).
 var ErrWaitCondition = errors.New("invalid wait condition")
@@ -59,7 +60,8 @@ func (e *Engine) waitProgram(cond string) (*expr.Program, error) {
 // conditionTx fills a waiter's condition: its match (path and the run's value there)
 // or, for any other condition, the run's triggering event.
 func (e *Engine) conditionTx(tx *storage.Tx, project, runID, cond string, w *Waiter) error {
-	if _, err := e.waitProgram(cond); err != nil {
+	p, err := e.waitProgram(cond)
+	if err != nil {
 		return err
 	}
 	ev, err := runEventTx(tx, project, runID)
@@ -67,7 +69,7 @@ func (e *Engine) conditionTx(tx *storage.Tx, project, runID, cond string, w *Wai
 		return err
 	}
 	w.If = cond
-	if path, ok := matchPath(cond); ok {
+	if path, ok := p.EqualityConjunct(condAsync, condEvent); ok {
 		w.Match = &storage.WaitMatch{Path: path}
 		vars, err := expr.FromJSON(ev)
 		if err != nil {
@@ -75,6 +77,9 @@ func (e *Engine) conditionTx(tx *storage.Tx, project, runID, cond string, w *Wai
 		}
 		if v, ok := expr.Lookup(vars, path); ok {
 			w.Match.Value = expr.Quoted(v)
+		}
+		if _, pure := matchPath(cond); !pure {
+			w.Event = ev // the rest of the condition is evaluated for the indexed waiters
 		}
 		return nil
 	}
@@ -158,8 +163,13 @@ func (e *Engine) wakeableTx(tx *storage.Tx, project, eventID string, in Incoming
 		if err != nil {
 			return nil, false, err
 		}
-		if ws = append(ws, got...); len(ws) > limit {
-			return ws[:limit], true, nil
+		for _, w := range got {
+			if len(w.Event) > 0 && !e.holds(w.If, w.Event, async) {
+				continue
+			}
+			if ws = append(ws, w); len(ws) > limit {
+				return ws[:limit], true, nil
+			}
 		}
 	}
 	var ifErr error
@@ -207,8 +217,10 @@ func (e *Engine) holds(cond string, runEvent []byte, async map[string]any) bool 
 func (e *Engine) waiterHolds(w *Waiter, in IncomingEvent) bool {
 	switch {
 	case w.Match != nil:
-		v, ok := expr.Lookup(in.vars(), w.Match.Path)
-		return ok && w.Match.Value != "" && expr.Quoted(v) == w.Match.Value
+		async := in.vars()
+		v, ok := expr.Lookup(async, w.Match.Path)
+		return ok && w.Match.Value != "" && expr.Quoted(v) == w.Match.Value &&
+			(len(w.Event) == 0 || e.holds(w.If, w.Event, async))
 	case w.If != "":
 		return e.holds(w.If, w.Event, in.vars())
 	}

@@ -45,6 +45,7 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	low := fs.Int("low-load", 200, "events sent one at a time (each waits for its runs' first deliveries) for the low-load latency")
 	waiters := fs.Int("waiters", 0, "the correlated-wait case instead: this many runs wait for one event name (half match, half if), then --waiter-events events wake one each (0: off; at most 100000)")
 	waiterEvents := fs.Int("waiter-events", 200, "with --waiters: events sent one at a time, each waking one waiting run")
+	waiterIf := fs.String("waiter-if", "async.data.orderId == event.data.orderId && async.data.amount > 0", "with --waiters: the condition of the `if` half (an order's pay event has data.orderId and data.amount > 0; data.ref is its orderId too)")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -62,7 +63,7 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer stop()
 	if *waiters > 0 {
-		res, err := benchWaiters(ctx, *waiters, min(*waiterEvents, *waiters), progressWriter(stderr, *jsonOnly))
+		res, err := benchWaiters(ctx, *waiters, min(*waiterEvents, *waiters), *waiterIf, progressWriter(stderr, *jsonOnly))
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func TestBenchEventsSmall(t *testing.T) {
 // TestBenchWaitersSmall runs the correlated-wait case small: every event wakes exactly
 // its own run (match and if alike), and the figures are filled.
 func TestBenchWaitersSmall(t *testing.T) {
-	res, err := benchWaiters(context.Background(), 40, 10, func(int, int) {})
+	res, err := benchWaiters(context.Background(), 40, 10, "async.data.ref == event.data.orderId && async.data.amount > 0", func(int, int) {})
 	require.NoError(t, err)
 	require.Equal(t, 40, res.Waiters)
 	require.Equal(t, 10, res.Events)

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 )
@@ -48,6 +49,7 @@ type Program struct {
 	vars []string
 	prg  cel.Program
 	out  *cel.Type
+	ast  *cel.Ast
 }
 
 // Source is the expression's text.
@@ -87,7 +89,7 @@ func compile(env *cel.Env, src string, vars []string) (*Program, error) {
 	if err != nil {
 		return nil, &Error{Source: src, Msg: oneLine(err.Error())}
 	}
-	return &Program{src: src, vars: vars, prg: prg, out: ast.OutputType()}, nil
+	return &Program{src: src, vars: vars, prg: prg, out: ast.OutputType(), ast: ast}, nil
 }
 
 // oneLine keeps CEL's first line of each error (the caret drawings below it are for a
@@ -195,4 +197,51 @@ func (p *Program) OutputIsNot(kinds ...string) bool {
 		}
 	}
 	return true
+}
+
+// EqualityConjunct finds a path P such that the program is true only when
+// `left.P == right.P`: the whole program, or one operand of its top-level chain of &&,
+// is that equality (either side order). Such a program can be indexed by P.
+func (p *Program) EqualityConjunct(left, right string) (string, bool) {
+	return equalityIn(p.ast.NativeRep().Expr(), left, right)
+}
+
+func equalityIn(e celast.Expr, left, right string) (string, bool) {
+	if e.Kind() != celast.CallKind {
+		return "", false
+	}
+	call := e.AsCall()
+	args := call.Args()
+	switch {
+	case call.FunctionName() == "_&&_":
+		for _, a := range args {
+			if path, ok := equalityIn(a, left, right); ok {
+				return path, true
+			}
+		}
+	case call.FunctionName() == "_==_" && len(args) == 2:
+		l, lroot := selectPath(args[0])
+		r, rroot := selectPath(args[1])
+		if l != "" && l == r && (lroot == left && rroot == right || lroot == right && rroot == left) {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+// selectPath reads `root.a.b` as ("a.b", "root"); anything else is ("", "").
+func selectPath(e celast.Expr) (path, root string) {
+	var segs []string
+	for e.Kind() == celast.SelectKind {
+		s := e.AsSelect()
+		if s.IsTestOnly() {
+			return "", ""
+		}
+		segs = append([]string{s.FieldName()}, segs...)
+		e = s.Operand()
+	}
+	if e.Kind() != celast.IdentKind || len(segs) == 0 {
+		return "", ""
+	}
+	return strings.Join(segs, "."), e.AsIdent()
 }

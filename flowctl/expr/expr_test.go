@@ -146,3 +146,23 @@ func TestCacheCompilesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a.Source(), a2.Source())
 }
+
+func TestEqualityConjunct(t *testing.T) {
+	for src, want := range map[string]string{
+		`async.data.orderId == event.data.orderId`:                                   "data.orderId",
+		`event.data.id == async.data.id && async.data.n > 1`:                         "data.id",
+		`async.data.n > 1 && (async.data.a.b == event.data.a.b)`:                     "data.a.b",
+		`(async.data.id == event.data.id) && (async.data.n > 1 && async.name != "")`: "data.id",
+		`async.data.id == event.data.id || async.data.n > 1`:                         "",
+		`async.data.id == event.data.other`:                                          "",
+		`async.data.id == async.data.id`:                                             "",
+		`!(async.data.id == event.data.id)`:                                          "",
+		`async.data.n > 1 ? async.data.id == event.data.id : true`:                   "",
+	} {
+		p, err := Compile(src, "event", "async")
+		require.NoError(t, err, src)
+		got, ok := p.EqualityConjunct("async", "event")
+		require.Equal(t, want, got, src)
+		require.Equal(t, want != "", ok, src)
+	}
+}
