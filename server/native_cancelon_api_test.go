@@ -110,7 +110,7 @@ func TestNativeCancelOn(t *testing.T) {
 func TestNativeCancelOnRefusals(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
-	nine := `[` + fmt.Sprint(`{"event": "a"}`)
+	nine := `[{"event": "a"}`
 	for range 8 {
 		nine += `, {"event": "a"}`
 	}
