@@ -25,8 +25,9 @@ type cancelAnswer struct {
 // TestNativeCancelOn: an order.cancelled for o1 cancels o1's queued (held by a
 // throttle), sleeping and waiting runs of the workflows whose cancelOn matches it, in
 // the commit that accepts it, lists them in its answer and marks each run cancelledBy
-// the event; o2's runs, a workflow without cancelOn and an `if` that is false are left
-// alone. A later event whose `if` holds cancels that run too.
+// the event; o2's runs, a workflow without cancelOn, an `if` that is false and a run
+// older than the entry's timeoutMs are left alone. A later event whose `if` holds
+// cancels that run too.
 func TestNativeCancelOn(t *testing.T) {
 	t.Parallel()
 	env := newAPI(t, envOptions{})
@@ -42,21 +43,23 @@ func TestNativeCancelOn(t *testing.T) {
 		{"name": "await", "url": %q, "triggers": [{"event": "order.placed"}], %s},
 		{"name": "paced", "url": %q, "triggers": [{"event": "order.placed"}], %s, "throttle": {"limit": 1, "perMs": 3600000}},
 		{"name": "other", "url": %q, "triggers": [{"event": "order.placed"}]},
+		{"name": "late", "url": %q, "triggers": [{"event": "order.placed"}],
+		 "cancelOn": [{"event": "order.cancelled", "match": "data.orderId", "timeoutMs": 1}]},
 		{"name": "cond", "url": %q, "triggers": [{"event": "order.placed"}],
 		 "cancelOn": [{"event": "order.cancelled", "if": "async.data.orderId == event.data.orderId && async.data.refund > 10"}]}]}`,
-		nap, byOrder, await, byOrder, nap, byOrder, nap, nap))
+		nap, byOrder, await, byOrder, nap, byOrder, nap, nap, nap))
 
 	runs := map[string]string{} // workflow/order → run
 	for _, order := range []string{"o2", "o1"} {
 		res := env.sendEvents(t, fmt.Sprintf(`{"name": "order.placed", "data": {"orderId": %q}}`, order))[0]
-		require.Len(t, res.Runs, 5)
+		require.Len(t, res.Runs, 6)
 		for _, r := range res.Runs {
 			runs[r.Workflow+"/"+order] = r.RunID
 		}
 	}
 	want := map[string]string{
-		"nap/o1": "sleeping", "await/o1": "waiting", "paced/o1": "queued", "other/o1": "sleeping", "cond/o1": "sleeping",
-		"nap/o2": "sleeping", "await/o2": "waiting", "paced/o2": "sleeping", "other/o2": "sleeping", "cond/o2": "sleeping",
+		"nap/o1": "sleeping", "await/o1": "waiting", "paced/o1": "queued", "other/o1": "sleeping", "cond/o1": "sleeping", "late/o1": "sleeping",
+		"nap/o2": "sleeping", "await/o2": "waiting", "paced/o2": "sleeping", "other/o2": "sleeping", "cond/o2": "sleeping", "late/o2": "sleeping",
 	}
 	for k, status := range want {
 		env.eventuallyRunStatus(t, runs[k], status)
