@@ -16,8 +16,9 @@ import (
 //	controls, keys and failure callback (encoded as in message records) ‖ the AI cap,
 //	AI usage, token gate and parent link as optional length-prefixed JSON (rare).
 //
-// Format 2 (0x02, written now) is format 1 followed by a uvarint of flags (bit 0:
-// AwaitingSDK); format-1 records are still read (no flags).
+// Format 2 (0x02) is format 1 followed by a uvarint of flags (bit 0: AwaitingSDK);
+// format 3 (0x03, written now) is format 2 followed by the workflow, app and event name and the run's
+// error and cancel cause as optional JSON (rare). Format-1 and -2 records are still read.
 //
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte
@@ -25,11 +26,12 @@ import (
 const (
 	runFormat1 = 0x01
 	runFormat2 = 0x02
+	runFormat3 = 0x03
 )
 
 func encodeRun(r *Run) ([]byte, error) {
 	buf := make([]byte, 0, 128+len(r.Response)+len(r.URL)+len(r.ID))
-	buf = append(buf, runFormat2)
+	buf = append(buf, runFormat3)
 	buf = appendBytes(buf, r.Response)
 	for _, s := range [...]string{r.ID, r.URL, r.State, r.RetryDelay, r.CallerIP, r.DLQID, r.FailureMessageID, r.FailureState} {
 		buf = appendString(buf, s)
@@ -65,7 +67,12 @@ func encodeRun(r *Run) ([]byte, error) {
 	if buf, err = appendOptionalJSON(buf, r.Parent); err != nil {
 		return nil, err
 	}
-	return binary.AppendUvarint(buf, runFlags(r)), nil
+	buf = binary.AppendUvarint(buf, runFlags(r))
+	buf = appendString(appendString(appendString(buf, r.Workflow), r.App), r.EventName)
+	if buf, err = appendOptionalJSON(buf, r.Error); err != nil {
+		return nil, err
+	}
+	return appendOptionalJSON(buf, r.CancelledBy)
 }
 
 const runFlagAwaitingSDK = 1 << 0
@@ -87,7 +94,7 @@ func decodeRun(data []byte, r *Run) error {
 	switch format {
 	case '{':
 		return json.Unmarshal(data, r) // written before format 1
-	case runFormat1, runFormat2:
+	case runFormat1, runFormat2, runFormat3:
 	default:
 		return fmt.Errorf("run record: unknown format 0x%02x (written by a newer Duraton?)", data[0])
 	}
@@ -128,12 +135,17 @@ func decodeRun(data []byte, r *Run) error {
 	decodeOptionalJSON(&d, &r.AIUsage)
 	decodeOptionalJSON(&d, &r.TokenGate)
 	decodeOptionalJSON(&d, &r.Parent)
-	if format == runFormat2 {
+	if format >= runFormat2 {
 		flags := d.uvarint()
 		if flags&^runFlagAwaitingSDK != 0 && d.err == nil {
 			d.err = fmt.Errorf("unknown run flags %#x (written by a newer Duraton?)", flags)
 		}
 		r.AwaitingSDK = flags&runFlagAwaitingSDK != 0
+	}
+	if format >= runFormat3 {
+		r.Workflow, r.App, r.EventName = d.str(), d.str(), d.str()
+		decodeOptionalJSON(&d, &r.Error)
+		decodeOptionalJSON(&d, &r.CancelledBy)
 	}
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = fmt.Errorf("trailing bytes")

@@ -82,6 +82,42 @@ type Run struct {
 	// AwaitingSDK marks a run triggered without an SDK (POST /v2/trigger) whose
 	// endpoint's SDK has not yet re-published its init (protocol §5.16).
 	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
+	// Workflow, App and EventName name a native run's workflow definition, its app and
+	// the event that started it (indexed for search; runsearch.go). A run stored before
+	// them has them empty (its workflow and app are still in Header).
+	Workflow  string `json:"workflow,omitempty"`
+	App       string `json:"app,omitempty"`
+	EventName string `json:"eventName,omitempty"`
+	// Error says why a failed run failed; CancelledBy who cancelled a cancelled run.
+	Error       *RunError    `json:"error,omitempty"`
+	CancelledBy *CancelCause `json:"cancelledBy,omitempty"`
+}
+
+// Stable codes of a RunError.
+const (
+	ErrCodeBudgetExceeded   = "budget_exceeded"
+	ErrCodeRetriesExhausted = "retries_exhausted"
+	ErrCodeNonRetryable     = "non_retryable"
+	ErrCodeTimeout          = "timeout"
+	ErrCodeInvokeFailed     = "invoke_failed"
+	ErrCodeInternal         = "internal"
+)
+
+// RunError is why a run failed: a stable code, a message, the step that failed (when
+// known) and the last HTTP status the endpoint answered (when it answered).
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Step    string `json:"step,omitempty"`
+	Status  int    `json:"status,omitempty"`
+}
+
+// CancelCause is who cancelled a run: an event (a cancelOn), the singleton run that
+// replaced it, or a call of the API. Exactly one field is set.
+type CancelCause struct {
+	EventID   string `json:"eventId,omitempty"`
+	Singleton string `json:"singleton,omitempty"`
+	API       bool   `json:"api,omitempty"`
 }
 
 // Live reports whether the run has not ended.
@@ -311,22 +347,29 @@ func runIndexKey(createdAt int64, runID string) []byte {
 	return k
 }
 
-// IndexRun adds a run to the by-creation-time index used for listing.
+// IndexRun adds a run to the by-creation-time index used for listing and to the search
+// index (runsearch.go).
 func (t *Tx) IndexRun(project string, r *Run) error {
 	b, err := t.writeBucket(project, bucketRunIndex)
 	if err != nil {
 		return err
 	}
-	return b.Put(runIndexKey(r.CreatedAt, r.ID), nil)
+	if err := b.Put(runIndexKey(r.CreatedAt, r.ID), nil); err != nil {
+		return err
+	}
+	return t.indexRunTerms(project, r, true)
 }
 
-// UnindexRun removes a run from the listing index.
+// UnindexRun removes a run from the listing and search indexes.
 func (t *Tx) UnindexRun(project string, r *Run) error {
 	b, err := t.writeBucket(project, bucketRunIndex)
 	if err != nil {
 		return err
 	}
-	return b.Delete(runIndexKey(r.CreatedAt, r.ID))
+	if err := b.Delete(runIndexKey(r.CreatedAt, r.ID)); err != nil {
+		return err
+	}
+	return t.indexRunTerms(project, r, false)
 }
 
 // RunCursor is a position in the run listing: created-at and run id of the last run seen.

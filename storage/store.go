@@ -105,6 +105,10 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = e.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
+	if err := migrateSearchIndexes(e); err != nil { // runsearch.go
+		_ = e.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
 	return newStore(e, db, opts), nil
 }
 
@@ -116,6 +120,9 @@ func OpenEngine(e Engine, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: initialise: %w", err)
 	}
 	if err := migrateSweepIndexes(e); err != nil { // sweep.go
+		return nil, err
+	}
+	if err := migrateSearchIndexes(e); err != nil { // runsearch.go
 		return nil, err
 	}
 	return newStore(e, nil, opts), nil
