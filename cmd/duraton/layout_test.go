@@ -18,6 +18,7 @@ const modulePath = "github.com/duraton/duraton"
 // package imports them.
 var allowedImports = map[string][]string{
 	"flowctl":                      {},
+	"flowctl/expr":                 {},
 	"storage":                      {"flowctl", "storage/internal/wal"},
 	"storage/internal/wal":         {},
 	"storage/internal/wal/waltest": {"storage/internal/wal"},
@@ -31,9 +32,9 @@ var allowedImports = map[string][]string{
 	"delivery/deliverytest":        {},
 	"delivery/schedule":            {"delivery", "storage", "sdk/wire"},
 	"delivery/urlgroup":            {"storage"},
-	"delivery/native":              {"delivery", "storage", "flowctl", "sdk/wire"},
-	"delivery":                     {"storage", "flowctl", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/h1", "delivery/retrydelay"},
-	"server":                       {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire", "server/replica", "server/authlimit"},
+	"delivery/native":              {"delivery", "storage", "flowctl", "flowctl/expr", "sdk/wire"},
+	"delivery":                     {"storage", "flowctl", "flowctl/expr", "sdk/wire", "delivery/sched", "delivery/netguard", "delivery/h1", "delivery/retrydelay"},
+	"server":                       {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "flowctl/expr", "sdk/wire", "server/replica", "server/authlimit"},
 	"server/authlimit":             {},
 	"server/metrics":               {"delivery"},
 	"server/console":               {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/authlimit"},
