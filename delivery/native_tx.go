@@ -77,8 +77,9 @@ func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
 }
 
 // CancelRun cancels a live run inside the transaction (a singleton's holder, replaced by
-// the run the same transaction starts). It reports whether the run was live.
-func (n *NativeTx) CancelRun(project, runID string) (bool, error) {
+// the run the same transaction starts; an event's cancelOn) for the cause by, shown on
+// the run. It reports whether the run was live.
+func (n *NativeTx) CancelRun(project, runID string, by CancelCause) (bool, error) {
 	run, err := n.Tx.Run(project, runID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil
@@ -86,6 +87,7 @@ func (n *NativeTx) CancelRun(project, runID string) (bool, error) {
 	if err != nil || !run.Live() {
 		return false, err
 	}
+	run.CancelledBy = &by
 	fx, err := n.e.wf.endRunTx(n.Tx, project, run, RunCanceled, "", n.Now)
 	if err != nil {
 		return false, err

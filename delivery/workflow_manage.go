@@ -41,6 +41,25 @@ func (e *Engine) Run(ctx context.Context, project, runID string) (*RunWithHistor
 
 // Runs lists runs newest first with their histories; see storage.Tx.ListRuns.
 func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, count int, keep func(*Run) bool) ([]RunWithHistory, *RunCursor, error) {
+	return e.readRuns(ctx, project, func(tx *storage.Tx) ([]Run, *RunCursor, error) {
+		return tx.ListRuns(project, after, count, keep)
+	})
+}
+
+// RunQuery selects runs by their indexed fields (storage.RunQuery).
+type RunQuery = storage.RunQuery
+
+// SearchRuns lists runs matching q and keep newest first with their histories,
+// examining at most examine candidates; see storage.Tx.SearchRuns.
+func (e *Engine) SearchRuns(ctx context.Context, project string, q RunQuery, after *RunCursor, count, examine int, keep storage.RunSearchKeep) ([]RunWithHistory, *RunCursor, error) {
+	return e.readRuns(ctx, project, func(tx *storage.Tx) ([]Run, *RunCursor, error) {
+		return tx.SearchRuns(project, q, after, count, examine, keep)
+	})
+}
+
+// readRuns reads the runs list selects with their histories and pending steps, in one
+// read transaction, within the page byte budget (a page cut short gets a cursor).
+func (e *Engine) readRuns(ctx context.Context, project string, list func(tx *storage.Tx) ([]Run, *RunCursor, error)) ([]RunWithHistory, *RunCursor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -48,7 +67,7 @@ func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, cou
 	var next *RunCursor
 	err := e.store.View(func(tx *storage.Tx) error {
 		out, next = nil, nil
-		runs, n, err := tx.ListRuns(project, after, count, keep)
+		runs, n, err := list(tx)
 		if err != nil {
 			return err
 		}
@@ -191,7 +210,7 @@ func (e *Engine) resumeRuns(ctx context.Context, project string, dlqIDs []string
 				run.HistoryLen, run.HistoryBytes = 1, int64(len(h[0].Body))
 				m.HistoryLen, m.CallType, m.URL = 1, CallStep, run.URL
 			}
-			run.State, run.EndedAt, run.DLQID = RunStarted, 0, ""
+			run.State, run.EndedAt, run.DLQID, run.Error = RunStarted, 0, "", nil
 			if edit != nil {
 				edit(run)
 			}

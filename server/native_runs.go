@@ -38,11 +38,14 @@ func (h *nativeHandlers) listRuns(c echo.Context) error {
 		return err
 	}
 	q := c.QueryParams()
-	for k := range q {
+	for k, v := range q {
 		switch k {
-		case "workflow", "app", "status", "cursor", "limit":
+		case "workflow", "app", "status", "cursor", "limit", "from", "to", "label", "eventName", "q":
 		default:
-			return badRequest("%s: unknown parameter (want workflow, app, status, cursor or limit)", k)
+			return badRequest("%s: unknown parameter (want workflow, app, status, from, to, label, eventName, q, cursor or limit)", k)
+		}
+		if len(v) > 1 {
+			return badRequest("%s: given %d times, want once", k, len(v))
 		}
 	}
 	limit := defaultCount
@@ -53,9 +56,9 @@ func (h *nativeHandlers) listRuns(c echo.Context) error {
 		}
 		limit = n
 	}
-	f := native.RunFilter{Workflow: q.Get("workflow"), App: q.Get("app"), Status: q.Get("status")}
-	if f.Status != "" && !native.IsStatus(f.Status) {
-		return badRequest("status: %q is not a run status (queued, running, sleeping, waiting, succeeded, failed, cancelled)", f.Status)
+	f, err := searchOfQuery(q.Get).filter() // native_search.go
+	if err != nil {
+		return err
 	}
 	after, err := parseRunCursor(q.Get("cursor"))
 	if err != nil {

@@ -288,6 +288,24 @@ func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
 	return out, nil
 }
 
+// HistoryEntry reads entry seq of a run's history.
+func (t *Tx) HistoryEntry(project, runID string, seq int) (*HistoryEntry, error) {
+	b := t.bucket(project, bucketRunData)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	v := b.Get(historyKey(runID, seq))
+	if v == nil {
+		return nil, ErrNotFound
+	}
+	h, err := viewHistory(v)
+	if err != nil {
+		return nil, fmt.Errorf("history %s: %w", runID, err)
+	}
+	return &HistoryEntry{MessageID: string(h.MessageID), CallType: string(h.CallType), CreatedAt: h.CreatedAt,
+		Body: append([]byte{}, h.Body...), AI: h.AI}, nil
+}
+
 // DeleteHistoryFrom removes a run's history entries from seq on.
 func (t *Tx) DeleteHistoryFrom(project, runID string, seq int) error {
 	b, err := t.writeBucket(project, bucketRunData)

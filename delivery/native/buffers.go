@@ -106,6 +106,7 @@ func (s *Service) flushTx(n *delivery.NativeTx, project, key string) (EventRun, 
 // scheduler admits together with the run's concurrency (runPublication).
 func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, events []payloadEvent) (EventRun, error) {
 	var singletonKey string
+	runID := s.ids.New(runIDPrefix, n.Now)
 	if g := d.FlowControl.Singleton; g != nil {
 		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
 		singletonKey = gateKey(d.Name, gateSingleton, value)
@@ -122,17 +123,22 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 			case run.Live() && g.Mode == flowctl.SingletonSkip:
 				return EventRun{Workflow: d.Name, Skipped: true, HolderRunID: st.RunID}, nil
 			case run.Live():
-				if _, err := n.CancelRun(project, st.RunID); err != nil {
+				if _, err := n.CancelRun(project, st.RunID, delivery.CancelCause{Singleton: runID}); err != nil {
 					return EventRun{}, fmt.Errorf("cancel singleton holder %q: %w", st.RunID, err)
 				}
 			}
 		}
 	}
-	pub, err := runPublication(project, d, events, s.ids.New(runIDPrefix, n.Now))
+	pub, err := runPublication(project, d, events, runID)
 	if err != nil {
 		return EventRun{}, err
 	}
 	pub.Init.FlowKeys = d.FlowControl.ResolveKeys(events[0].Data) // shown on GET /runs/{id}
+	if p := d.FlowControl.Priority; p != nil && p.ShiftMs < 0 {
+		// A negative shift runs later (flow-control.md): ordered as if created that much
+		// later, so on an idle server too the run starts no earlier than then.
+		pub.Message.NotBefore = n.Now.UnixMilli() - p.ShiftMs
+	}
 	res, err := n.StartRun(pub)
 	if err != nil {
 		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)
