@@ -208,4 +208,3 @@ func (s *Service) ReplayRunCap(ctx context.Context, project, id string, cp *flow
 	}
 	return s.Run(ctx, project, id)
 }
-
