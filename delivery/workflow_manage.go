@@ -279,3 +279,55 @@ func (e *Engine) RerunFailureCallback(ctx context.Context, project, dlqID string
 	e.disp.apply(effects{add: []storage.DueEntry{res.due}})
 	return res.run, nil
 }
+
+// CancelRunsFor cancels the live runs of ids in one transaction, each marked cancelled
+// by by, and returns the ids it cancelled (ended or unknown ones are skipped). Callers
+// bound len(ids): bulk operations call it once per page.
+func (e *Engine) CancelRunsFor(ctx context.Context, project string, ids []string, by CancelCause) ([]string, error) {
+	type result struct {
+		done []string
+		fx   effects
+	}
+	now := e.now()
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
+		var res result
+		for _, id := range ids {
+			run, err := tx.Run(project, id)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			if !run.Live() {
+				continue
+			}
+			cause := by
+			run.CancelledBy = &cause
+			fx, err := e.wf.endRunTx(tx, project, run, RunCanceled, "", now)
+			if err != nil {
+				return res, err
+			}
+			res.fx.merge(fx)
+			res.done = append(res.done, id)
+		}
+		return res, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.disp.apply(res.fx)
+	e.observeRunsEnded(res.fx)
+	return res.done, nil
+}
+
+// ReplayRunsWithCap resumes failed runs from their dead letters in one transaction, as
+// ReplayRunWithCap does for one.
+func (e *Engine) ReplayRunsWithCap(ctx context.Context, project string, dlqIDs []string, cp *flowctl.Cap) ([]ResumedRun, error) {
+	var edit func(*Run)
+	if cp != nil {
+		c := *cp
+		edit = func(r *Run) { r.AICap = &c }
+	}
+	return e.resumeRuns(ctx, project, dlqIDs, false, nil, edit)
+}

@@ -22,11 +22,15 @@ type NativeRuns interface {
 	ReplayRunCap(ctx context.Context, project, id string, cp *flowctl.Cap) (*native.RunView, error)
 	Stats(ctx context.Context, project string) (*native.RunStats, error)
 	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
+	CancelRuns(ctx context.Context, project string, req native.BulkRequest) (*native.BulkResult, error)
+	ReplayRuns(ctx context.Context, project string, req native.BulkRequest) (*native.BulkResult, error)
 }
 
 func (h *nativeHandlers) registerRuns(g *echo.Group) {
 	g.GET("/runs", h.listRuns)
 	g.GET("/runs/stats", h.runStats)
+	g.POST("/runs/cancel", h.bulkCancel) // native_bulk.go
+	g.POST("/runs/replay", h.bulkReplay)
 	g.GET("/runs/:id", h.getRun)
 	g.POST("/runs/:id/cancel", h.cancelRun)
 	g.POST("/runs/:id/replay", h.replayRun)
