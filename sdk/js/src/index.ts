@@ -35,6 +35,7 @@ export type {
   Usage,
   WorkflowDefinitionJSON,
 } from "./client.js";
+export type { BulkResult, BulkRuns, CancelledBy, RunError, RunErrorCode, RunFilter, StepError } from "./client.js";
 export type * from "./controls.js";
 export { controlNames } from "./controls.js";
 export { BudgetError, isBudgetError, budgetErrorFrom, DuratonApiError, WorkflowFailure, BUDGET_EXCEEDED, AI_PRICE_UNKNOWN } from "./errors.js";
