@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -139,4 +140,33 @@ func TestRunViewCancelledBySingleton(t *testing.T) {
 	run, _ := env.fullRun(t, first)
 	require.Equal(t, "cancelled", run.Status)
 	require.Equal(t, map[string]any{"singleton": second}, run.CancelledBy)
+}
+
+// A run that fails because the child it invoked failed says invoke_failed, naming the
+// invoke step.
+func TestRunViewInvokeFailed(t *testing.T) {
+	t.Parallel()
+	env := newAPI(t, envOptions{})
+	app := newSDKApp(t, env)
+	child := app.mount("/child", func(c *sdk.Context) (any, error) {
+		return nil, errors.New("child broke")
+	})
+	parent := app.mount("/parent", func(c *sdk.Context) (any, error) {
+		zero := 0
+		res, err := c.Invoke("call-child", sdk.InvokeRequest{URL: child, Body: []byte(`{}`), Retries: &zero})
+		if err != nil {
+			return nil, err
+		}
+		if res.IsFailed {
+			return nil, errors.New("the child failed")
+		}
+		return nil, nil
+	})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [{"name": "parent", "url": %q, "triggers": [{"event": "e"}], "retries": 0}]}`, parent))
+	runID := env.sendEvents(t, `{"name": "e", "data": {}}`)[0].Runs[0].RunID
+	env.eventuallyRunStatus(t, runID, "failed")
+	run, _ := env.fullRun(t, runID)
+	require.NotNil(t, run.Error)
+	require.Equal(t, "invoke_failed", run.Error.Code)
+	require.Equal(t, "call-child", run.Error.Step)
 }
