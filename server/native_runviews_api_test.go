@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/deliverytest"
 	"github.com/duraton/duraton/sdk"
 )
@@ -169,4 +170,33 @@ func TestRunViewInvokeFailed(t *testing.T) {
 	require.NotNil(t, run.Error)
 	require.Equal(t, "invoke_failed", run.Error.Code)
 	require.Equal(t, "call-child", run.Error.Step)
+}
+
+// A run whose endpoint did not answer in time says timeout; an endpoint that refuses
+// for good (489 non-retryable) says non_retryable with its message.
+func TestRunViewTimeoutAndNonRetryable(t *testing.T) {
+	t.Parallel()
+	ep := deliverytest.NewEndpoint(t, func(r *http.Request, _ int) (int, http.Header, string) {
+		h := http.Header{"Upstash-Workflow-Sdk-Version": {"1"}}
+		if r.URL.Path == "/slow" {
+			time.Sleep(time.Second)
+			return http.StatusOK, h, "{}"
+		}
+		h.Set("Upstash-Nonretryable-Error", "true")
+		return 489, h, `{"error":"WorkflowNonRetryableError","message":"bad input"}`
+	})
+	env := newAPI(t, envOptions{engine: func(c *delivery.Config) { c.DefaultTimeout = 200 * time.Millisecond }})
+	env.mustPutApp(t, "app", fmt.Sprintf(`{"workflows": [
+		{"name": "slow", "url": %q, "triggers": [{"event": "slow"}], "retries": 0},
+		{"name": "refuse", "url": %q, "triggers": [{"event": "refuse"}], "retries": 3}]}`, ep.URL("/slow"), ep.URL("/refuse")))
+	slow := env.sendEvents(t, `{"name": "slow", "data": {}}`)[0].Runs[0].RunID
+	refuse := env.sendEvents(t, `{"name": "refuse", "data": {}}`)[0].Runs[0].RunID
+	env.eventuallyRunStatus(t, slow, "failed")
+	env.eventuallyRunStatus(t, refuse, "failed")
+	run, _ := env.fullRun(t, slow)
+	require.Equal(t, "timeout", run.Error.Code)
+	run, _ = env.fullRun(t, refuse)
+	require.Equal(t, "non_retryable", run.Error.Code)
+	require.Equal(t, 489, run.Error.Status)
+	require.Equal(t, "non-retryable error: bad input", run.Error.Message)
 }
