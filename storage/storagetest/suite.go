@@ -41,6 +41,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Gates", gateTests},
 		{"Buffers", bufferTests},
 		{"Runs", runTests},
+		{"Search", searchTests}, // suite_search.go
 		{"Records", recordTests},
 		{"Large", largeTests},
 	}
