@@ -179,11 +179,9 @@ func (t *Tx) SearchRuns(project string, q RunQuery, after *RunCursor, count, exa
 		examine = count
 	}
 	terms := q.terms()
-	var b KVBucket
+	b := t.bucket(project, bucketRunIndex)
 	var prefix []byte
-	if len(terms) == 0 {
-		b = t.bucket(project, bucketRunIndex)
-	} else {
+	if len(terms) > 0 {
 		b = t.bucket(project, bucketRunSearch)
 		prefix = termPrefix(terms[0].kind, terms[0].value)
 	}
@@ -248,7 +246,7 @@ func (t *Tx) SearchRuns(project string, q RunQuery, after *RunCursor, count, exa
 }
 
 // hasTerms reports whether the run has every term but the first (the walked one).
-func hasTerms(idx KVBucket, terms []searchTerm, created int64, id string) bool {
+func hasTerms(idx interface{ Get(key []byte) []byte }, terms []searchTerm, created int64, id string) bool {
 	if len(terms) < 2 {
 		return true
 	}
@@ -264,42 +262,93 @@ func hasTerms(idx KVBucket, terms []searchTerm, created int64, id string) bool {
 }
 
 // migrateSearchIndexes builds the search index of every project that has not got it,
-// as migrateSweepIndexes does for the sweep's.
-func migrateSearchIndexes(e Engine) error {
+// as migrateSweepIndexes does for the sweep's: per project, in transactions of at most
+// migrateBatch runs, then a mark. It runs when the store opens, before any other write.
+func (s *Store) migrateSearchIndexes() error {
 	var projects []string
-	err := e.View(func(ktx KVTx) error {
-		root := ktx.Bucket([]byte(bucketProjects))
-		return root.ForEachBucket(func(name []byte) error {
-			meta := root.Bucket(name).Bucket([]byte(bucketMeta))
-			if meta == nil || meta.Get([]byte(keySearchIndexes)) == nil {
-				projects = append(projects, string(name))
+	err := s.View(func(tx *Tx) error {
+		projects = nil
+		ids, err := tx.projectIDs()
+		for _, p := range ids {
+			if meta := tx.bucket(p, bucketMeta); meta == nil || meta.Get([]byte(keySearchIndexes)) == nil {
+				projects = append(projects, p)
 			}
-			return nil
-		})
+		}
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	for _, p := range projects {
-		err := backfill(e, p, bucketRuns, func(tx *Tx, k, v []byte) error {
-			var r Run
-			if err := decodeRun(v, &r); err != nil {
-				return fmt.Errorf("run %q: %w", k, err)
-			}
-			return tx.indexRunTerms(p, &r, true)
-		})
-		if err == nil {
-			err = e.Update(func(ktx KVTx) error {
-				meta, err := (&Tx{tx: ktx}).writeBucket(p, bucketMeta)
-				if err != nil {
-					return err
-				}
-				return meta.Put([]byte(keySearchIndexes), []byte{1})
-			})
-		}
-		if err != nil {
+		if err := s.buildSearchIndex(p); err != nil {
 			return fmt.Errorf("storage: build the run search index of project %q: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// buildSearchIndex indexes every run of project p, migrateBatch per transaction, and
+// marks p done.
+func (s *Store) buildSearchIndex(p string) error {
+	var after []byte
+	for {
+		var last []byte
+		err := s.Update(func(tx *Tx) error {
+			last = nil
+			b := tx.bucket(p, bucketRuns)
+			if b == nil {
+				return nil
+			}
+			// Read a batch first, then write: no write lands under the open cursor.
+			var runs []Run
+			c := b.Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && len(runs) < migrateBatch; k, v = c.Next() {
+				last = bytes.Clone(k)
+				if v == nil {
+					continue
+				}
+				var r Run
+				if err := decodeRun(v, &r); err != nil {
+					return fmt.Errorf("run %q: %w", k, err)
+				}
+				runs = append(runs, r)
+			}
+			for i := range runs {
+				if err := tx.indexRunTerms(p, &runs[i], true); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if last == nil {
+			break
+		}
+		after = last
+	}
+	return s.Update(func(tx *Tx) error {
+		meta, err := tx.writeBucket(p, bucketMeta)
+		if err != nil {
+			return err
+		}
+		return meta.Put([]byte(keySearchIndexes), []byte{1})
+	})
+}
+
+// projectIDs lists the ids of the store's projects.
+func (t *Tx) projectIDs() ([]string, error) {
+	var out []string
+	err := t.tx.Bucket([]byte(bucketProjects)).ForEachBucket(func(k []byte) error {
+		out = append(out, string(k))
+		return nil
+	})
+	return out, err
 }
