@@ -123,29 +123,31 @@ func TestSearchRunsByTermsAndTime(t *testing.T) {
 // of either record form.
 func TestOpenBuildsSearchIndexOfAnOlderFile(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "kv.db") // the name OpenBoltEngineForTest opens
+	path := filepath.Join(dir, "duraton.db")
 	s, err := Open(path, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Update(func(tx *Tx) error { return tx.CreateProject(&Project{ID: "p"}) }))
 	searchFixture(t, s)
-	require.NoError(t, s.Close())
-
-	e, err := OpenBoltEngineForTest(dir)
-	require.NoError(t, err)
-	require.NoError(t, e.Update(func(tx KVTx) error {
-		p := tx.Bucket([]byte(bucketProjects)).Bucket([]byte("p"))
-		require.NoError(t, p.Bucket([]byte(bucketMeta)).Delete([]byte(keySearchIndexes)))
-		c := p.Bucket([]byte(bucketRunSearch)).Cursor()
+	// The file as an earlier version left it: no search entries, no built mark.
+	require.NoError(t, s.Update(func(tx *Tx) error {
+		meta, err := tx.writeBucket("p", bucketMeta)
+		require.NoError(t, err)
+		require.NoError(t, meta.Delete([]byte(keySearchIndexes)))
+		idx, err := tx.writeBucket("p", bucketRunSearch)
+		require.NoError(t, err)
+		c := idx.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.First() {
 			require.NoError(t, c.Delete())
 		}
 		return nil
 	}))
-	require.NoError(t, e.Close())
+	got, _ := searchAll(t, s, RunQuery{Workflow: "wb"}, 50, 0, nil)
+	require.Empty(t, got, "no index, nothing found")
+	require.NoError(t, s.Close())
 
 	s, err = Open(path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	got, _ := searchAll(t, s, RunQuery{Workflow: "wb", EventName: "e.x"}, 50, 0, nil)
+	got, _ = searchAll(t, s, RunQuery{Workflow: "wb", EventName: "e.x"}, 50, 0, nil)
 	require.Equal(t, want(0, 299, func(i int) bool { return i%2 == 1 && i%3 == 0 }), got)
 }
