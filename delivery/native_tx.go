@@ -79,7 +79,7 @@ func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
 // CancelRun cancels a live run inside the transaction (a singleton's holder, replaced by
 // the run the same transaction starts; an event's cancelOn) for the cause by, shown on
 // the run. It reports whether the run was live.
-func (n *NativeTx) CancelRun(project, runID string, by CancelCause) (bool, error) {
+func (n *NativeTx) CancelRun(project, runID string, by CancelledBy) (bool, error) {
 	run, err := n.Tx.Run(project, runID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil

@@ -10,10 +10,10 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// RunError is why a run failed (GET /runs/{id} shows it); CancelCause who cancelled it.
+// RunError is why a run failed (GET /runs/{id} shows it); CancelledBy who cancelled it.
 type (
 	RunError    = storage.RunError
-	CancelCause = storage.CancelCause
+	CancelledBy = storage.CancelledBy
 )
 
 // maxRunErrorMessage bounds the message a run's error keeps of an endpoint's answer.

@@ -225,7 +225,7 @@ func (e *Engine) CompleteRun(ctx context.Context, project, runID string, body []
 // invoking parent is resumed with isCanceled. It returns whether the run was live.
 func (e *Engine) CancelRun(ctx context.Context, project, runID string) (bool, error) {
 	return e.finishRun(ctx, project, runID, nil, func(r *Run) string {
-		r.CancelledBy = &CancelCause{API: true}
+		r.CancelledBy = &CancelledBy{API: true}
 		return RunCanceled
 	})
 }

@@ -283,7 +283,7 @@ func (e *Engine) RerunFailureCallback(ctx context.Context, project, dlqID string
 // CancelRunsFor cancels the live runs of ids in one transaction, each marked cancelled
 // by by, and returns the ids it cancelled (ended or unknown ones are skipped). Callers
 // bound len(ids): bulk operations call it once per page.
-func (e *Engine) CancelRunsFor(ctx context.Context, project string, ids []string, by CancelCause) ([]string, error) {
+func (e *Engine) CancelRunsFor(ctx context.Context, project string, ids []string, by CancelledBy) ([]string, error) {
 	type result struct {
 		done []string
 		fx   effects

@@ -16,9 +16,10 @@ import (
 //	controls, keys and failure callback (encoded as in message records) ‖ the AI cap,
 //	AI usage, token gate and parent link as optional length-prefixed JSON (rare).
 //
-// Format 2 (0x02) is format 1 followed by a uvarint of flags (bit 0: AwaitingSDK);
-// format 3 (0x03, written now) is format 2 followed by the workflow, app and event name and the run's
-// error and cancel cause as optional JSON (rare). Format-1 and -2 records are still read.
+// Format 2 (0x02, written now) is format 1 followed by a uvarint of flags (bit 0:
+// AwaitingSDK; bit 1: an extension follows, the JSON of runExt: the run's error and who
+// cancelled it; bit 2: a native run's workflow, app and event name follow, as strings);
+// format-1 records are still read (no flags).
 //
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte
@@ -26,12 +27,11 @@ import (
 const (
 	runFormat1 = 0x01
 	runFormat2 = 0x02
-	runFormat3 = 0x03
 )
 
 func encodeRun(r *Run) ([]byte, error) {
 	buf := make([]byte, 0, 128+len(r.Response)+len(r.URL)+len(r.ID))
-	buf = append(buf, runFormat3)
+	buf = append(buf, runFormat2)
 	buf = appendBytes(buf, r.Response)
 	for _, s := range [...]string{r.ID, r.URL, r.State, r.RetryDelay, r.CallerIP, r.DLQID, r.FailureMessageID, r.FailureState} {
 		buf = appendString(buf, s)
@@ -67,22 +67,52 @@ func encodeRun(r *Run) ([]byte, error) {
 	if buf, err = appendOptionalJSON(buf, r.Parent); err != nil {
 		return nil, err
 	}
-	buf = binary.AppendUvarint(buf, runFlags(r))
-	buf = appendString(appendString(appendString(buf, r.Workflow), r.App), r.EventName)
-	if buf, err = appendOptionalJSON(buf, r.Error); err != nil {
-		return nil, err
+	ext := extOf(r)
+	buf = binary.AppendUvarint(buf, runFlags(r, ext != nil))
+	if ext != nil {
+		if buf, err = appendOptionalJSON(buf, ext); err != nil {
+			return nil, err
+		}
 	}
-	return appendOptionalJSON(buf, r.CancelledBy)
+	if hasNames(r) {
+		buf = appendString(appendString(appendString(buf, r.Workflow), r.App), r.EventName)
+	}
+	return buf, nil
 }
 
-const runFlagAwaitingSDK = 1 << 0
+const (
+	runFlagAwaitingSDK = 1 << 0
+	runFlagExt         = 1 << 1
+	runFlagNames       = 1 << 2
+)
 
-func runFlags(r *Run) uint64 {
+func runFlags(r *Run, ext bool) uint64 {
 	var f uint64
 	if r.AwaitingSDK {
 		f |= runFlagAwaitingSDK
 	}
+	if ext {
+		f |= runFlagExt
+	}
+	if hasNames(r) {
+		f |= runFlagNames
+	}
 	return f
+}
+
+func hasNames(r *Run) bool { return r.Workflow != "" || r.App != "" || r.EventName != "" }
+
+// runExt holds a run's rarer fields (flag runFlagExt).
+type runExt struct {
+	Error       *RunError    `json:"error,omitempty"`
+	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
+}
+
+func extOf(r *Run) *runExt {
+	if r.Error == nil && r.CancelledBy == nil {
+		return nil // no allocation for the common run
+	}
+	return &runExt{Error: r.Error, CancelledBy: r.CancelledBy}
 }
 
 // decodeRun reads a run record of either format into r (not its cursor).
@@ -94,7 +124,7 @@ func decodeRun(data []byte, r *Run) error {
 	switch format {
 	case '{':
 		return json.Unmarshal(data, r) // written before format 1
-	case runFormat1, runFormat2, runFormat3:
+	case runFormat1, runFormat2:
 	default:
 		return fmt.Errorf("run record: unknown format 0x%02x (written by a newer Duraton?)", data[0])
 	}
@@ -135,17 +165,25 @@ func decodeRun(data []byte, r *Run) error {
 	decodeOptionalJSON(&d, &r.AIUsage)
 	decodeOptionalJSON(&d, &r.TokenGate)
 	decodeOptionalJSON(&d, &r.Parent)
-	if format >= runFormat2 {
+	if format == runFormat2 {
 		flags := d.uvarint()
-		if flags&^runFlagAwaitingSDK != 0 && d.err == nil {
+		if flags&^(runFlagAwaitingSDK|runFlagExt|runFlagNames) != 0 && d.err == nil {
 			d.err = fmt.Errorf("unknown run flags %#x (written by a newer Duraton?)", flags)
 		}
 		r.AwaitingSDK = flags&runFlagAwaitingSDK != 0
-	}
-	if format >= runFormat3 {
-		r.Workflow, r.App, r.EventName = d.str(), d.str(), d.str()
-		decodeOptionalJSON(&d, &r.Error)
-		decodeOptionalJSON(&d, &r.CancelledBy)
+		if flags&runFlagExt != 0 {
+			var x *runExt
+			decodeOptionalJSON(&d, &x)
+			if x == nil && d.err == nil {
+				d.err = fmt.Errorf("the run's extension is missing")
+			}
+			if x != nil {
+				r.Error, r.CancelledBy = x.Error, x.CancelledBy
+			}
+		}
+		if flags&runFlagNames != 0 {
+			r.Workflow, r.App, r.EventName = d.str(), d.str(), d.str()
+		}
 	}
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = fmt.Errorf("trailing bytes")

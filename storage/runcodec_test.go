@@ -28,33 +28,40 @@ func TestRunCodecRoundTripsEveryField(t *testing.T) {
 	}
 }
 
-// TestRunFormat1IsRead: format-1 (no flags) and format-2 (no names, error or cancel
-// cause) records read as the same run; unknown flags are refused by name.
+// TestRunFormat1IsRead: a format-1 record (format 2 without the flags) reads as the same
+// run with no flags; unknown flags are refused by name; the extension (error, who
+// cancelled) and a native run's names round-trip.
 func TestRunFormat1IsRead(t *testing.T) {
 	r := Run{ID: "wfr_1", URL: "http://x/wf", State: RunStarted, CreatedAt: 7, Labels: []string{"a"}}
 	data, err := encodeRun(&r)
 	require.NoError(t, err)
-	require.Equal(t, []byte{0, 0, 0, 0, 0, 0}, data[len(data)-6:], "no flags, names, error or cause")
-	v2 := append([]byte{runFormat2}, data[1:len(data)-5]...)
-	v1 := append([]byte{runFormat1}, data[1:len(data)-6]...)
-	for _, old := range [][]byte{v1, v2} {
-		var got Run
-		require.NoError(t, decodeRun(old, &got))
-		require.Equal(t, r, got)
-	}
+	require.Equal(t, byte(0), data[len(data)-1], "no flags")
+	v1 := append([]byte{runFormat1}, data[1:len(data)-1]...)
+	var got Run
+	require.NoError(t, decodeRun(v1, &got))
+	require.Equal(t, r, got)
 
 	r.AwaitingSDK = true
 	data, err = encodeRun(&r)
 	require.NoError(t, err)
-	got := Run{}
+	got = Run{}
 	require.NoError(t, decodeRun(data, &got))
 	require.True(t, got.AwaitingSDK)
-	data[len(data)-6] = 0x04
+	data[len(data)-1] = 0x08
 	require.ErrorContains(t, decodeRun(data, &Run{}), "unknown run flags")
+
+	r.Workflow, r.App, r.EventName = "wf", "app", "e.x"
+	r.Error = &RunError{Code: ErrCodeRetriesExhausted, Message: "endpoint answered 500", Status: 500}
+	r.CancelledBy = &CancelledBy{Singleton: "wfr_2"}
+	data, err = encodeRun(&r)
+	require.NoError(t, err)
+	got = Run{}
+	require.NoError(t, decodeRun(data, &got))
+	require.Equal(t, r, got)
 }
 
 // TestRunRecordsOfBothFormatsAreRead: a JSON run of an earlier version reads through
-// the store, with its cursor; new runs are written in format 3; an unknown format is
+// the store, with its cursor; new runs are written in format 2; an unknown format is
 // refused by name.
 func TestRunRecordsOfBothFormatsAreRead(t *testing.T) {
 	s := openTestStore(t)
@@ -89,7 +96,7 @@ func TestRunRecordsOfBothFormatsAreRead(t *testing.T) {
 		want := old
 		want.ID = "wfr_new"
 		require.Equal(t, want, *got)
-		require.Equal(t, byte(runFormat3), tx.bucket("p", bucketRuns).Get([]byte("wfr_new"))[0])
+		require.Equal(t, byte(runFormat2), tx.bucket("p", bucketRuns).Get([]byte("wfr_new"))[0])
 		_, err = tx.Run("p", "wfr_future")
 		require.ErrorContains(t, err, "unknown format 0x09")
 		return nil

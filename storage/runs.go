@@ -90,7 +90,7 @@ type Run struct {
 	EventName string `json:"eventName,omitempty"`
 	// Error says why a failed run failed; CancelledBy who cancelled a cancelled run.
 	Error       *RunError    `json:"error,omitempty"`
-	CancelledBy *CancelCause `json:"cancelledBy,omitempty"`
+	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
 }
 
 // Stable codes of a RunError.
@@ -112,9 +112,9 @@ type RunError struct {
 	Status  int    `json:"status,omitempty"`
 }
 
-// CancelCause is who cancelled a run: an event (a cancelOn), the singleton run that
-// replaced it, or a call of the API. Exactly one field is set.
-type CancelCause struct {
+// CancelledBy is who cancelled a run: an event (a workflow's cancelOn), the singleton
+// run that replaced it, or a call of the API. Exactly one field is set.
+type CancelledBy struct {
 	EventID   string `json:"eventId,omitempty"`
 	Singleton string `json:"singleton,omitempty"`
 	API       bool   `json:"api,omitempty"`

@@ -428,7 +428,7 @@ func runRunsGet(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 }
 
 // cancelCause says who cancelled a run.
-func cancelCause(by *delivery.CancelCause) string {
+func cancelCause(by *delivery.CancelledBy) string {
 	switch {
 	case by.EventID != "":
 		return "event " + by.EventID

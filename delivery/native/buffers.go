@@ -123,7 +123,7 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 			case run.Live() && g.Mode == flowctl.SingletonSkip:
 				return EventRun{Workflow: d.Name, Skipped: true, HolderRunID: st.RunID}, nil
 			case run.Live():
-				if _, err := n.CancelRun(project, st.RunID, delivery.CancelCause{Singleton: runID}); err != nil {
+				if _, err := n.CancelRun(project, st.RunID, delivery.CancelledBy{Singleton: runID}); err != nil {
 					return EventRun{}, fmt.Errorf("cancel singleton holder %q: %w", st.RunID, err)
 				}
 			}

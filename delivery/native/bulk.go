@@ -56,7 +56,7 @@ func (s *Service) CancelRuns(ctx context.Context, project string, req BulkReques
 		for i := range runs {
 			ids[i] = runs[i].ID
 		}
-		done, err := s.engine.CancelRunsFor(ctx, project, ids, delivery.CancelCause{API: true})
+		done, err := s.engine.CancelRunsFor(ctx, project, ids, delivery.CancelledBy{API: true})
 		return len(done), err
 	})
 }

@@ -82,7 +82,7 @@ type RunView struct {
 	// Error says why a failed run failed (codes: storage.ErrCode*), CancelledBy who
 	// cancelled a cancelled run.
 	Error       *delivery.RunError    `json:"error,omitempty"`
-	CancelledBy *delivery.CancelCause `json:"cancelledBy,omitempty"`
+	CancelledBy *delivery.CancelledBy `json:"cancelledBy,omitempty"`
 	// Usage is what the run's AI steps spent; Cap the run's AI cap in force.
 	Usage *flowctl.AIUsage `json:"usage,omitempty"`
 	Cap   *flowctl.Cap     `json:"cap,omitempty"`
