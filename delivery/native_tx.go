@@ -83,14 +83,9 @@ func (n *NativeTx) NotifyEvent(project string, in IncomingEvent) (int, error) {
 }
 
 // CancelRun cancels a live run inside the transaction (a singleton's holder, replaced by
-// the run the same transaction starts). It reports whether the run was live.
-func (n *NativeTx) CancelRun(project, runID string) (bool, error) {
-	return n.CancelRunBy(project, runID, "")
-}
-
-// CancelRunBy is CancelRun for a workflow's cancelOn: the run records eventID as what
-// cancelled it ("" for none).
-func (n *NativeTx) CancelRunBy(project, runID, eventID string) (bool, error) {
+// the run the same transaction starts; an event's cancelOn) for the cause by, shown on
+// the run. It reports whether the run was live.
+func (n *NativeTx) CancelRun(project, runID string, by CancelledBy) (bool, error) {
 	run, err := n.Tx.Run(project, runID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil
@@ -98,9 +93,7 @@ func (n *NativeTx) CancelRunBy(project, runID, eventID string) (bool, error) {
 	if err != nil || !run.Live() {
 		return false, err
 	}
-	if eventID != "" {
-		run.CancelledBy = &storage.CancelledBy{EventID: eventID}
-	}
+	run.CancelledBy = &by
 	fx, err := n.e.wf.endRunTx(n.Tx, project, run, RunCanceled, "", n.Now)
 	if err != nil {
 		return false, err

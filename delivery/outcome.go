@@ -188,7 +188,7 @@ func (e *Engine) recordTx(tx *storage.Tx, m *Message, out Outcome, plan *outcome
 		}
 	}
 	if plan.log.State == storage.StateFailed && (isWorkflowDelivery(m) || out.budget != nil) {
-		runFx, err := e.hooks.failed(tx, m, dlqID, now)
+		runFx, err := e.hooks.failed(tx, m, out, dlqID, now)
 		if err != nil {
 			return fx, err
 		}

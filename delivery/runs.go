@@ -21,7 +21,7 @@ type runHooks interface {
 	settled(tx *storage.Tx, m *Message, state string) error
 	// failed is told that a delivery to the run's workflow URL failed for good: the run
 	// fails, its pending work is dropped and an invoking parent is resumed.
-	failed(tx *storage.Tx, m *Message, dlqID string, now time.Time) (effects, error)
+	failed(tx *storage.Tx, m *Message, out Outcome, dlqID string, now time.Time) (effects, error)
 	// bindCallback binds a callback created after an attempt of a run's message to the
 	// run (history entry, headers, configuration; the workflow fields of a failure
 	// callback). It returns false when the run has ended and the callback is not sent.

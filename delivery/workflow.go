@@ -77,6 +77,9 @@ type RunInit struct {
 	// StartKeyOnly: the message's flow control gates the run's first delivery only (a
 	// tokenThrottle's waitlist); the run's later deliveries have none.
 	StartKeyOnly bool
+	// Workflow, App and EventName name a native run's definition, its app and the event
+	// that started it (indexed for GET /runs search).
+	Workflow, App, EventName string
 }
 
 // Publication is one message to publish. A message with RunID set belongs to a workflow
@@ -125,6 +128,7 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		FlowKeys: init.FlowKeys, CancelKeys: init.CancelKeys,
 		AICap: init.Cap, TokenGate: m.TokenGate,
 		AwaitingSDK: init.UnknownSdk,
+		Workflow:    init.Workflow, App: init.App, EventName: init.EventName,
 	}
 	if init.StartKeyOnly {
 		run.FlowControl = nil
@@ -158,8 +162,11 @@ func (w *runs) adoptRunTx(tx *storage.Tx, run *Run, m *Message, now time.Time) e
 	if run.FlowControl == nil && len(run.FlowExtra) == 0 {
 		run.FlowControl, run.FlowExtra = m.FlowControl, m.FlowExtra
 	}
-	if len(run.Labels) == 0 {
+	if len(run.Labels) == 0 && len(m.Labels) > 0 {
 		run.Labels = m.Labels
+		if err := tx.IndexRunLabels(m.Project, run, run.Labels); err != nil {
+			return err
+		}
 	}
 	if err := tx.PutRun(m.Project, run); err != nil {
 		return err

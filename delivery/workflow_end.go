@@ -229,7 +229,10 @@ func (e *Engine) CompleteRun(ctx context.Context, project, runID string, body []
 // CancelRun cancels a live run: its pending messages and waiters are dropped and an
 // invoking parent is resumed with isCanceled. It returns whether the run was live.
 func (e *Engine) CancelRun(ctx context.Context, project, runID string) (bool, error) {
-	return e.finishRun(ctx, project, runID, nil, func(*Run) string { return RunCanceled })
+	return e.finishRun(ctx, project, runID, nil, func(r *Run) string {
+		r.CancelledBy = &CancelledBy{API: true}
+		return RunCanceled
+	})
 }
 
 // finishRun ends a live run in the state end gives it, with the early outcome ea (nil:
@@ -291,7 +294,7 @@ func (w *runs) settled(tx *storage.Tx, m *Message, state string) error {
 
 // failed implements runHooks: the run fails, its other pending messages are dropped and
 // an invoking parent is resumed with isFailed.
-func (w *runs) failed(tx *storage.Tx, m *Message, dlqID string, now time.Time) (effects, error) {
+func (w *runs) failed(tx *storage.Tx, m *Message, out Outcome, dlqID string, now time.Time) (effects, error) {
 	run, err := tx.Run(m.Project, m.RunID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return effects{}, nil
@@ -300,6 +303,8 @@ func (w *runs) failed(tx *storage.Tx, m *Message, dlqID string, now time.Time) (
 		return effects{}, err
 	}
 	run.DLQID = dlqID
+	run.Error = runErrorOf(m, out) // run_errors.go
+	invokeFailed(tx, m.Project, run, run.Error)
 	return w.endRunTx(tx, m.Project, run, RunFailed, m.ID, now)
 }
 

@@ -41,6 +41,25 @@ func (e *Engine) Run(ctx context.Context, project, runID string) (*RunWithHistor
 
 // Runs lists runs newest first with their histories; see storage.Tx.ListRuns.
 func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, count int, keep func(*Run) bool) ([]RunWithHistory, *RunCursor, error) {
+	return e.readRuns(ctx, project, func(tx *storage.Tx) ([]Run, *RunCursor, error) {
+		return tx.ListRuns(project, after, count, keep)
+	})
+}
+
+// RunQuery selects runs by their indexed fields (storage.RunQuery).
+type RunQuery = storage.RunQuery
+
+// SearchRuns lists runs matching q and keep newest first with their histories,
+// examining at most examine candidates; see storage.Tx.SearchRuns.
+func (e *Engine) SearchRuns(ctx context.Context, project string, q RunQuery, after *RunCursor, count, examine int, keep storage.RunSearchKeep) ([]RunWithHistory, *RunCursor, error) {
+	return e.readRuns(ctx, project, func(tx *storage.Tx) ([]Run, *RunCursor, error) {
+		return tx.SearchRuns(project, q, after, count, examine, keep)
+	})
+}
+
+// readRuns reads the runs list selects with their histories and pending steps, in one
+// read transaction, within the page byte budget (a page cut short gets a cursor).
+func (e *Engine) readRuns(ctx context.Context, project string, list func(tx *storage.Tx) ([]Run, *RunCursor, error)) ([]RunWithHistory, *RunCursor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -48,7 +67,7 @@ func (e *Engine) Runs(ctx context.Context, project string, after *RunCursor, cou
 	var next *RunCursor
 	err := e.store.View(func(tx *storage.Tx) error {
 		out, next = nil, nil
-		runs, n, err := tx.ListRuns(project, after, count, keep)
+		runs, n, err := list(tx)
 		if err != nil {
 			return err
 		}
@@ -191,7 +210,7 @@ func (e *Engine) resumeRuns(ctx context.Context, project string, dlqIDs []string
 				run.HistoryLen, run.HistoryBytes = 1, int64(len(h[0].Body))
 				m.HistoryLen, m.CallType, m.URL = 1, CallStep, run.URL
 			}
-			run.State, run.EndedAt, run.DLQID = RunStarted, 0, ""
+			run.State, run.EndedAt, run.DLQID, run.Error = RunStarted, 0, "", nil
 			if edit != nil {
 				edit(run)
 			}
@@ -259,4 +278,56 @@ func (e *Engine) RerunFailureCallback(ctx context.Context, project, dlqID string
 	}
 	e.disp.apply(effects{add: []storage.DueEntry{res.due}})
 	return res.run, nil
+}
+
+// CancelRunsFor cancels the live runs of ids in one transaction, each marked cancelled
+// by by, and returns the ids it cancelled (ended or unknown ones are skipped). Callers
+// bound len(ids): bulk operations call it once per page.
+func (e *Engine) CancelRunsFor(ctx context.Context, project string, ids []string, by CancelledBy) ([]string, error) {
+	type result struct {
+		done []string
+		fx   effects
+	}
+	now := e.now()
+	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
+		var res result
+		for _, id := range ids {
+			run, err := tx.Run(project, id)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			if !run.Live() {
+				continue
+			}
+			cause := by
+			run.CancelledBy = &cause
+			fx, err := e.wf.endRunTx(tx, project, run, RunCanceled, "", now)
+			if err != nil {
+				return res, err
+			}
+			res.fx.merge(fx)
+			res.done = append(res.done, id)
+		}
+		return res, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.disp.apply(res.fx)
+	e.observeRunsEnded(res.fx)
+	return res.done, nil
+}
+
+// ReplayRunsWithCap resumes failed runs from their dead letters in one transaction, as
+// ReplayRunWithCap does for one.
+func (e *Engine) ReplayRunsWithCap(ctx context.Context, project string, dlqIDs []string, cp *flowctl.Cap) ([]ResumedRun, error) {
+	var edit func(*Run)
+	if cp != nil {
+		c := *cp
+		edit = func(r *Run) { r.AICap = &c }
+	}
+	return e.resumeRuns(ctx, project, dlqIDs, false, nil, edit)
 }

@@ -16,7 +16,8 @@ import (
 
 // Defaults of NewClient.
 const (
-	// DefaultBaseURL is the base URL when neither WithBaseURL nor QSTASH_URL gives one:
+	// DefaultBaseURL is the base URL when neither WithBaseURL nor DURATON_URL or
+	// QSTASH_URL gives one:
 	// a local `duraton dev`.
 	DefaultBaseURL = "http://127.0.0.1:8080"
 
@@ -46,12 +47,14 @@ type clientConfig struct {
 }
 
 // WithBaseURL sets the server's base URL, e.g. "http://127.0.0.1:8080". Default: the
-// QSTASH_URL environment variable, else DefaultBaseURL. One trailing "/" is stripped.
+// DURATON_URL environment variable, else QSTASH_URL, else DefaultBaseURL. One trailing
+// "/" is stripped.
 func WithBaseURL(baseURL string) ClientOption {
 	return func(c *clientConfig) { c.baseURL = baseURL }
 }
 
-// WithToken sets the bearer token. Default: the QSTASH_TOKEN environment variable.
+// WithToken sets the bearer token. Default: the DURATON_TOKEN environment variable, else
+// QSTASH_TOKEN.
 func WithToken(token string) ClientOption {
 	return func(c *clientConfig) { c.token = token }
 }
@@ -62,7 +65,8 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *clientConfig) { c.httpClient = hc }
 }
 
-// WithEnv replaces os.Getenv for reading QSTASH_URL and QSTASH_TOKEN (tests).
+// WithEnv replaces os.Getenv for reading DURATON_URL, DURATON_TOKEN and their QSTASH_*
+// fallbacks (tests).
 func WithEnv(getenv func(string) string) ClientOption {
 	return func(c *clientConfig) { c.getenv = getenv }
 }
@@ -76,13 +80,13 @@ func NewClient(opts ...ClientOption) (*Client, error) {
 		opt(&cfg)
 	}
 	if cfg.baseURL == "" {
-		cfg.baseURL = cfg.getenv("QSTASH_URL")
+		cfg.baseURL = envURL(cfg.getenv)
 	}
 	if cfg.baseURL == "" {
 		cfg.baseURL = DefaultBaseURL
 	}
 	if cfg.token == "" {
-		cfg.token = cfg.getenv("QSTASH_TOKEN")
+		cfg.token = envToken(cfg.getenv)
 	}
 	if cfg.httpClient == nil {
 		// A workflow endpoint publishes from many deliveries at once: keep enough idle
@@ -97,6 +101,23 @@ func NewClient(opts ...ClientOption) (*Client, error) {
 		return nil, fmt.Errorf("sdk: base URL %q: want an absolute http or https URL", cfg.baseURL)
 	}
 	return &Client{baseURL: base, token: cfg.token, http: cfg.httpClient}, nil
+}
+
+// envURL is Duraton's URL from the environment: DURATON_URL, else QSTASH_URL (what
+// `duraton dev` prints both of, and what the official SDKs read).
+func envURL(getenv func(string) string) string {
+	if v := getenv("DURATON_URL"); v != "" {
+		return v
+	}
+	return getenv("QSTASH_URL")
+}
+
+// envToken is the token from the environment: DURATON_TOKEN, else QSTASH_TOKEN.
+func envToken(getenv func(string) string) string {
+	if v := getenv("DURATON_TOKEN"); v != "" {
+		return v
+	}
+	return getenv("QSTASH_TOKEN")
 }
 
 // BaseURL returns the server's base URL the client uses, without a trailing "/".

@@ -82,6 +82,21 @@ func TestNewClient(t *testing.T) {
 		require.Equal(t, "env-token", c.token)
 	})
 
+	t.Run("DuratonEnvironmentFirst", func(t *testing.T) {
+		t.Parallel()
+		env := map[string]string{"DURATON_URL": "http://duraton.local:7000", "DURATON_TOKEN": "d-token",
+			"QSTASH_URL": "http://qstash.local:9000", "QSTASH_TOKEN": "q-token"}
+		c, err := NewClient(WithEnv(func(k string) string { return env[k] }))
+		require.NoError(t, err)
+		require.Equal(t, "http://duraton.local:7000", c.BaseURL())
+		require.Equal(t, "d-token", c.token)
+		only := map[string]string{"DURATON_URL": "http://duraton.local:7000", "DURATON_TOKEN": "d-token"}
+		c, err = NewClient(WithEnv(func(k string) string { return only[k] }))
+		require.NoError(t, err)
+		require.Equal(t, "http://duraton.local:7000", c.BaseURL(), "DURATON_URL alone is enough")
+		require.Equal(t, "d-token", c.token)
+	})
+
 	t.Run("OptionsWinOverEnvironment", func(t *testing.T) {
 		t.Parallel()
 		env := map[string]string{"QSTASH_URL": "http://env:1", "QSTASH_TOKEN": "env-token"}

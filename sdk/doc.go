@@ -8,7 +8,8 @@
 //   - Client: publish messages (Publish, PublishJSON, Batch, Enqueue), read and cancel
 //     messages, the dead-letter queue, logs, queues, flow-control keys, and the workflow
 //     API: Trigger a run, Notify waiting runs, Cancel runs, read RunLogs, and resume or
-//     restart runs from the workflow DLQ. NewClient reads QSTASH_URL and QSTASH_TOKEN.
+//     restart runs from the workflow DLQ. NewClient reads DURATON_URL and DURATON_TOKEN
+//     (else QSTASH_URL and QSTASH_TOKEN).
 //   - Receiver: verifies the Upstash-Signature of a delivery (current and next signing key,
 //     for key rotation). NewReceiverFromEnv reads QSTASH_CURRENT_SIGNING_KEY and
 //     QSTASH_NEXT_SIGNING_KEY.

@@ -51,12 +51,14 @@ type serveConfig struct {
 	noInline    bool
 }
 
-// WithServeEnv replaces os.Getenv for QSTASH_URL, QSTASH_TOKEN and the signing keys.
+// WithServeEnv replaces os.Getenv for DURATON_URL, DURATON_TOKEN (QSTASH_URL and
+// QSTASH_TOKEN as fallbacks) and the signing keys.
 func WithServeEnv(getenv func(string) string) ServeOption {
 	return func(c *serveConfig) { c.env = getenv }
 }
 
-// WithServeCredentials sets Duraton's URL and token (default QSTASH_URL, QSTASH_TOKEN).
+// WithServeCredentials sets Duraton's URL and token (default DURATON_URL, else
+// QSTASH_URL; DURATON_TOKEN, else QSTASH_TOKEN).
 func WithServeCredentials(baseURL, token string) ServeOption {
 	return func(c *serveConfig) { c.baseURL, c.token = baseURL, token }
 }
@@ -106,10 +108,10 @@ func Serve(route RouteFunc, opts ...ServeOption) http.Handler {
 		o(&cfg)
 	}
 	if cfg.baseURL == "" {
-		cfg.baseURL = cfg.env("QSTASH_URL")
+		cfg.baseURL = envURL(cfg.env)
 	}
 	if cfg.token == "" {
-		cfg.token = cfg.env("QSTASH_TOKEN")
+		cfg.token = envToken(cfg.env)
 	}
 	if cfg.receiver == nil && !cfg.noVerify {
 		cur, next := cfg.env("QSTASH_CURRENT_SIGNING_KEY"), cfg.env("QSTASH_NEXT_SIGNING_KEY")

@@ -105,6 +105,10 @@ func TestAICapMaxTokensSequential(t *testing.T) {
 	require.Equal(t, &aiUsage{InputTokens: 900, OutputTokens: 300, Tokens: 1200, Cost: run.Usage.Cost}, run.Usage)
 	require.InDelta(t, 3*(300*10.0+100*10.0)/1e6, run.Usage.Cost, 1e-12, "usage × mock-1's price")
 	require.NotEmpty(t, run.DLQID, "a budget stop leaves a dead letter")
+	view, _ := env.fullRun(t, runID)
+	require.NotNil(t, view.Error, "the view says why the run failed")
+	require.Equal(t, "budget_exceeded", view.Error.Code)
+	require.Equal(t, "budget_exceeded", view.Steps[len(view.Steps)-1].Error.Code, "the failed step says so too")
 	var metered []int
 	for _, s := range run.Steps {
 		if s.Usage != nil {

@@ -22,11 +22,15 @@ type NativeRuns interface {
 	ReplayRunCap(ctx context.Context, project, id string, cp *flowctl.Cap) (*native.RunView, error)
 	Stats(ctx context.Context, project string) (*native.RunStats, error)
 	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
+	CancelRuns(ctx context.Context, project string, req native.BulkRequest) (*native.BulkResult, error)
+	ReplayRuns(ctx context.Context, project string, req native.BulkRequest) (*native.BulkResult, error)
 }
 
 func (h *nativeHandlers) registerRuns(g *echo.Group) {
 	g.GET("/runs", h.listRuns)
 	g.GET("/runs/stats", h.runStats)
+	g.POST("/runs/cancel", h.bulkCancel) // native_bulk.go
+	g.POST("/runs/replay", h.bulkReplay)
 	g.GET("/runs/:id", h.getRun)
 	g.POST("/runs/:id/cancel", h.cancelRun)
 	g.POST("/runs/:id/replay", h.replayRun)
@@ -38,11 +42,14 @@ func (h *nativeHandlers) listRuns(c echo.Context) error {
 		return err
 	}
 	q := c.QueryParams()
-	for k := range q {
+	for k, v := range q {
 		switch k {
-		case "workflow", "app", "status", "cursor", "limit":
+		case "workflow", "app", "status", "cursor", "limit", "from", "to", "label", "eventName", "q":
 		default:
-			return badRequest("%s: unknown parameter (want workflow, app, status, cursor or limit)", k)
+			return badRequest("%s: unknown parameter (want workflow, app, status, from, to, label, eventName, q, cursor or limit)", k)
+		}
+		if len(v) > 1 {
+			return badRequest("%s: given %d times, want once", k, len(v))
 		}
 	}
 	limit := defaultCount
@@ -53,9 +60,9 @@ func (h *nativeHandlers) listRuns(c echo.Context) error {
 		}
 		limit = n
 	}
-	f := native.RunFilter{Workflow: q.Get("workflow"), App: q.Get("app"), Status: q.Get("status")}
-	if f.Status != "" && !native.IsStatus(f.Status) {
-		return badRequest("status: %q is not a run status (queued, running, sleeping, waiting, succeeded, failed, cancelled)", f.Status)
+	f, err := searchOfQuery(q.Get).filter() // native_search.go
+	if err != nil {
+		return err
 	}
 	after, err := parseRunCursor(q.Get("cursor"))
 	if err != nil {

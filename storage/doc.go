@@ -42,6 +42,8 @@
 //	               index of kept events)
 //	    "runindex" created-at ‖ run id → nothing (listing newest first)
 //	    "runended" ended-at (unix ms) ‖ run id → nothing (the sweep's index of ended runs)
+//	    "runsearch" kind ‖ uvarint len ‖ value ‖ created-at ‖ run id → nothing
+//	               (the search index of runs by workflow, app, event name, label)
 //	    "waiters"  event id 0x00 run id → Waiter
 //	    "lookback" run id 0x00 event id → event data, written by versions before
 //	               kept events had limits; the sweeper moves them into "rundata"

@@ -18,7 +18,9 @@ import (
 //
 // Format 2 (0x02, written now) is format 1 followed by a uvarint of flags (bit 0:
 // AwaitingSDK; bit 1: an extension follows, the JSON of runExt: which flow keys are
-// expressions and their errors, cancelledBy); format-1 records are still read (no flags).
+// expressions and their errors, the run's error, who cancelled it, its cancelOn index
+// keys; bit 2: a native run's workflow, app and event name follow, as strings);
+// format-1 records are still read (no flags).
 //
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte
@@ -69,7 +71,12 @@ func encodeRun(r *Run) ([]byte, error) {
 	ext := extOf(r)
 	buf = binary.AppendUvarint(buf, runFlags(r, ext != nil))
 	if ext != nil {
-		return appendOptionalJSON(buf, ext)
+		if buf, err = appendOptionalJSON(buf, ext); err != nil {
+			return nil, err
+		}
+	}
+	if hasNames(r) {
+		buf = appendString(appendString(appendString(buf, r.Workflow), r.App), r.EventName)
 	}
 	return buf, nil
 }
@@ -77,6 +84,7 @@ func encodeRun(r *Run) ([]byte, error) {
 const (
 	runFlagAwaitingSDK = 1 << 0
 	runFlagExt         = 1 << 1
+	runFlagNames       = 1 << 2
 )
 
 func runFlags(r *Run, ext bool) uint64 {
@@ -87,12 +95,18 @@ func runFlags(r *Run, ext bool) uint64 {
 	if ext {
 		f |= runFlagExt
 	}
+	if hasNames(r) {
+		f |= runFlagNames
+	}
 	return f
 }
+
+func hasNames(r *Run) bool { return r.Workflow != "" || r.App != "" || r.EventName != "" }
 
 // runExt holds a run's rarer fields (flag runFlagExt).
 type runExt struct {
 	Keys        []keyExt     `json:"keys,omitempty"`
+	Error       *RunError    `json:"error,omitempty"`
 	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
 	CancelKeys  []string     `json:"cancelKeys,omitempty"`
 }
@@ -104,7 +118,7 @@ type keyExt struct {
 }
 
 func extOf(r *Run) *runExt {
-	if r.CancelledBy == nil && len(r.CancelKeys) == 0 && !anyExpr(r.FlowKeys) {
+	if r.Error == nil && r.CancelledBy == nil && len(r.CancelKeys) == 0 && !anyExpr(r.FlowKeys) {
 		return nil // no allocation for the common run
 	}
 	var x runExt
@@ -113,7 +127,7 @@ func extOf(r *Run) *runExt {
 			x.Keys = append(x.Keys, keyExt{I: i, Error: k.Error})
 		}
 	}
-	x.CancelledBy, x.CancelKeys = r.CancelledBy, r.CancelKeys
+	x.Error, x.CancelledBy, x.CancelKeys = r.Error, r.CancelledBy, r.CancelKeys
 	return &x
 }
 
@@ -133,7 +147,7 @@ func (x *runExt) applyTo(r *Run) error {
 		}
 		r.FlowKeys[k.I].Expr, r.FlowKeys[k.I].Error = true, k.Error
 	}
-	r.CancelledBy, r.CancelKeys = x.CancelledBy, x.CancelKeys
+	r.Error, r.CancelledBy, r.CancelKeys = x.Error, x.CancelledBy, x.CancelKeys
 	return nil
 }
 
@@ -189,7 +203,7 @@ func decodeRun(data []byte, r *Run) error {
 	decodeOptionalJSON(&d, &r.Parent)
 	if format == runFormat2 {
 		flags := d.uvarint()
-		if flags&^(runFlagAwaitingSDK|runFlagExt) != 0 && d.err == nil {
+		if flags&^(runFlagAwaitingSDK|runFlagExt|runFlagNames) != 0 && d.err == nil {
 			d.err = fmt.Errorf("unknown run flags %#x (written by a newer Duraton?)", flags)
 		}
 		r.AwaitingSDK = flags&runFlagAwaitingSDK != 0
@@ -202,6 +216,9 @@ func decodeRun(data []byte, r *Run) error {
 			if x != nil && d.err == nil {
 				d.err = x.applyTo(r)
 			}
+		}
+		if flags&runFlagNames != 0 {
+			r.Workflow, r.App, r.EventName = d.str(), d.str(), d.str()
 		}
 	}
 	if d.err == nil && d.pos != len(d.s) {

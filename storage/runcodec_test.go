@@ -29,7 +29,8 @@ func TestRunCodecRoundTripsEveryField(t *testing.T) {
 }
 
 // TestRunFormat1IsRead: a format-1 record (format 2 without the flags) reads as the same
-// run with no flags; unknown flags are refused by name.
+// run with no flags; unknown flags are refused by name; the extension (error, who
+// cancelled) and a native run's names round-trip.
 func TestRunFormat1IsRead(t *testing.T) {
 	r := Run{ID: "wfr_1", URL: "http://x/wf", State: RunStarted, CreatedAt: 7, Labels: []string{"a"}}
 	data, err := encodeRun(&r)
@@ -46,8 +47,17 @@ func TestRunFormat1IsRead(t *testing.T) {
 	got = Run{}
 	require.NoError(t, decodeRun(data, &got))
 	require.True(t, got.AwaitingSDK)
-	data[len(data)-1] = 0x04
+	data[len(data)-1] = 0x08
 	require.ErrorContains(t, decodeRun(data, &Run{}), "unknown run flags")
+
+	r.Workflow, r.App, r.EventName = "wf", "app", "e.x"
+	r.Error = &RunError{Code: ErrCodeRetriesExhausted, Message: "endpoint answered 500", Status: 500}
+	r.CancelledBy = &CancelledBy{Singleton: "wfr_2"}
+	data, err = encodeRun(&r)
+	require.NoError(t, err)
+	got = Run{}
+	require.NoError(t, decodeRun(data, &got))
+	require.Equal(t, r, got)
 }
 
 // TestRunRecordsOfBothFormatsAreRead: a JSON run of an earlier version reads through

@@ -84,16 +84,45 @@ type Run struct {
 	// endpoint's SDK has not yet re-published its init (docs/protocol.md, "Starting
 	// a run").
 	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
-	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
+	// Workflow, App and EventName name a native run's workflow definition, its app and
+	// the event that started it (indexed for search; runsearch.go). A run stored before
+	// them has them empty (its workflow and app are still in Header).
+	Workflow  string `json:"workflow,omitempty"`
+	App       string `json:"app,omitempty"`
+	EventName string `json:"eventName,omitempty"`
+	// Error says why a failed run failed; CancelledBy who cancelled a cancelled run.
+	Error       *RunError    `json:"error,omitempty"`
 	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
 	// CancelKeys are the run's records in its workflow's cancelOn index (cancelon.go),
 	// removed when it ends.
 	CancelKeys []string `json:"cancelKeys,omitempty"`
 }
 
-// CancelledBy is the event that cancelled a run (a workflow's cancelOn).
+// Stable codes of a RunError.
+const (
+	ErrCodeBudgetExceeded   = "budget_exceeded"
+	ErrCodeRetriesExhausted = "retries_exhausted"
+	ErrCodeNonRetryable     = "non_retryable"
+	ErrCodeTimeout          = "timeout"
+	ErrCodeInvokeFailed     = "invoke_failed"
+	ErrCodeInternal         = "internal"
+)
+
+// RunError is why a run failed: a stable code, a message, the step that failed (when
+// known) and the last HTTP status the endpoint answered (when it answered).
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Step    string `json:"step,omitempty"`
+	Status  int    `json:"status,omitempty"`
+}
+
+// CancelledBy is who cancelled a run: an event (a workflow's cancelOn), the singleton
+// run that replaced it, or a call of the API. Exactly one field is set.
 type CancelledBy struct {
-	EventID string `json:"eventId"`
+	EventID   string `json:"eventId,omitempty"`
+	Singleton string `json:"singleton,omitempty"`
+	API       bool   `json:"api,omitempty"`
 }
 
 // Live reports whether the run has not ended.
@@ -264,6 +293,24 @@ func (t *Tx) History(project, runID string, n int) ([]HistoryEntry, error) {
 	return out, nil
 }
 
+// HistoryEntry reads entry seq of a run's history.
+func (t *Tx) HistoryEntry(project, runID string, seq int) (*HistoryEntry, error) {
+	b := t.bucket(project, bucketRunData)
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	v := b.Get(historyKey(runID, seq))
+	if v == nil {
+		return nil, ErrNotFound
+	}
+	h, err := viewHistory(v)
+	if err != nil {
+		return nil, fmt.Errorf("history %s: %w", runID, err)
+	}
+	return &HistoryEntry{MessageID: string(h.MessageID), CallType: string(h.CallType), CreatedAt: h.CreatedAt,
+		Body: append([]byte{}, h.Body...), AI: h.AI}, nil
+}
+
 // DeleteHistoryFrom removes a run's history entries from seq on.
 func (t *Tx) DeleteHistoryFrom(project, runID string, seq int) error {
 	b, err := t.writeBucket(project, bucketRunData)
@@ -323,22 +370,29 @@ func runIndexKey(createdAt int64, runID string) []byte {
 	return k
 }
 
-// IndexRun adds a run to the by-creation-time index used for listing.
+// IndexRun adds a run to the by-creation-time index used for listing and to the search
+// index (runsearch.go).
 func (t *Tx) IndexRun(project string, r *Run) error {
 	b, err := t.writeBucket(project, bucketRunIndex)
 	if err != nil {
 		return err
 	}
-	return b.Put(runIndexKey(r.CreatedAt, r.ID), nil)
+	if err := b.Put(runIndexKey(r.CreatedAt, r.ID), nil); err != nil {
+		return err
+	}
+	return t.indexRunTerms(project, r, true)
 }
 
-// UnindexRun removes a run from the listing index.
+// UnindexRun removes a run from the listing and search indexes.
 func (t *Tx) UnindexRun(project string, r *Run) error {
 	b, err := t.writeBucket(project, bucketRunIndex)
 	if err != nil {
 		return err
 	}
-	return b.Delete(runIndexKey(r.CreatedAt, r.ID))
+	if err := b.Delete(runIndexKey(r.CreatedAt, r.ID)); err != nil {
+		return err
+	}
+	return t.indexRunTerms(project, r, false)
 }
 
 // RunCursor is a position in the run listing: created-at and run id of the last run seen.

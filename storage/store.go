@@ -100,7 +100,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = e.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	return newStore(e, db, opts), nil
+	return withSearchIndex(newStore(e, db, opts))
 }
 
 // OpenEngine makes a Store over another storage engine (storage/pg). The root buckets
@@ -113,7 +113,17 @@ func OpenEngine(e kv.Engine, opts Options) (*Store, error) {
 	if err := migrateSweepIndexes(e); err != nil { // sweep.go
 		return nil, err
 	}
-	return newStore(e, nil, opts), nil
+	return withSearchIndex(newStore(e, nil, opts))
+}
+
+// withSearchIndex builds the run search index of a data file from before it (runsearch.go)
+// and returns s, or closes s on failure.
+func withSearchIndex(s *Store) (*Store, error) {
+	if err := s.migrateSearchIndexes(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 func newStore(e kv.Engine, db *bolt.DB, opts Options) *Store {

@@ -25,7 +25,7 @@ const (
 
 var projectBuckets = [...]string{bucketMeta, bucketMessages, bucketLogs, bucketDLQ, bucketQueues, bucketDedup,
 	bucketRuns, bucketRunData, bucketWaiters, bucketLookback, bucketRunIndex, bucketRateLog, bucketFlowKeys, bucketEventExpiry, bucketSchedules, bucketTopics,
-	bucketRunEnded, bucketDedupExpiry}
+	bucketRunEnded, bucketDedupExpiry, bucketRunSearch}
 
 // Tx is a transaction. Its methods are scoped by project: a project's records can only be
 // reached through that project's id.
@@ -164,8 +164,10 @@ func (t *Tx) CreateProject(p *Project) error {
 		}
 	}
 	meta := pb.Bucket([]byte(bucketMeta))
-	if err := meta.Put([]byte(keySweepIndexes), []byte{1}); err != nil { // a new project's indexes are complete
-		return err
+	for _, mark := range []string{keySweepIndexes, keySearchIndexes} { // a new project's indexes are complete
+		if err := meta.Put([]byte(mark), []byte{1}); err != nil {
+			return err
+		}
 	}
 	return put(meta, keyProject, p)
 }

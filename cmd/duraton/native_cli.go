@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/sdk/wire"
 )
@@ -303,7 +304,7 @@ func controlNames(c wire.Controls) string {
 // runRuns is `duraton runs list [filters]` and `duraton runs get ID`.
 func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "get") {
-		fmt.Fprintln(stderr, "usage: duraton runs list [--workflow NAME] [--app APP] [--status STATUS] [--limit N] [--cursor C] [--json]\n       duraton runs get RUN-ID [--json]\n  (both take --url URL and --token TOKEN)")
+		fmt.Fprintln(stderr, "usage: duraton runs list [--workflow NAME] [--app APP] [--status STATUS] [--from T] [--to T] [--label L] [--event-name E] [--q CEL] [--limit N] [--cursor C] [--json]\n       duraton runs get RUN-ID [--json]\n  (both take --url URL and --token TOKEN)")
 		return errUsage
 	}
 	if args[0] == "get" {
@@ -314,6 +315,11 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	workflow := fs.String("workflow", "", "only this workflow's runs")
 	app := fs.String("app", "", "only this app's runs")
 	status := fs.String("status", "", "only runs in this status (queued, running, sleeping, waiting, succeeded, failed, cancelled)")
+	from := fs.String("from", "", "only runs created at or after this time (RFC 3339 or unix ms)")
+	to := fs.String("to", "", "only runs created at or before this time (RFC 3339 or unix ms)")
+	label := fs.String("label", "", "only runs with this label")
+	eventName := fs.String("event-name", "", "only runs started by an event of this name")
+	cel := fs.String("q", "", `only runs whose triggering event matches this CEL condition (event.data.accountId == "a1")`)
 	limit := fs.Int("limit", 0, "at most this many runs (server default 100)")
 	cursor := fs.String("cursor", "", "the cursor printed by the previous page")
 	pos, err := parseInterspersed(fs, args[1:])
@@ -324,7 +330,8 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return fmt.Errorf("runs list: unexpected argument %q (runs get ID reads one run)", pos[0])
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"workflow": *workflow, "app": *app, "status": *status, "cursor": *cursor} {
+	for k, v := range map[string]string{"workflow": *workflow, "app": *app, "status": *status, "cursor": *cursor,
+		"from": *from, "to": *to, "label": *label, "eventName": *eventName, "q": *cel} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -394,6 +401,12 @@ func runRunsGet(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fmt.Fprintf(tw, "started\t%s\n", msTime(r.StartedAt))
 	fmt.Fprintf(tw, "ended\t%s\n", msTime(r.EndedAt))
 	fmt.Fprintf(tw, "events\t%s\n", dash(strings.Join(r.EventIDs, ", ")))
+	if e := r.Error; e != nil {
+		fmt.Fprintf(tw, "error\t%s: %s\n", e.Code, e.Message)
+	}
+	if by := r.CancelledBy; by != nil {
+		fmt.Fprintf(tw, "cancelled by\t%s\n", cancelCause(by))
+	}
 	for _, name := range slices.Sorted(maps.Keys(r.Keys)) {
 		k := r.Keys[name]
 		switch {
@@ -419,10 +432,9 @@ func runRunsGet(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	tw = c.table()
 	fmt.Fprintln(tw, "STEP\tNAME\tTYPE\tSTATUS\tENDED\tOUT")
 	for _, s := range r.Steps {
-		out := string(s.Out)
-		var str string
-		if json.Unmarshal(s.Out, &str) == nil { // a step's output as the SDKs record it: JSON in a string
-			out = str
+		out := string(s.Out) // the step's value as JSON
+		if s.Error != nil {
+			out = s.Error.Code + ": " + s.Error.Message
 		}
 		if r := []rune(out); len(r) > 60 {
 			out = string(r[:57]) + "..."
@@ -430,4 +442,17 @@ func runRunsGet(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, dash(s.Type), s.Status, msTime(s.EndedAt), dash(out))
 	}
 	return tw.Flush()
+}
+
+// cancelCause says who cancelled a run.
+func cancelCause(by *delivery.CancelledBy) string {
+	switch {
+	case by.EventID != "":
+		return "event " + by.EventID
+	case by.Singleton != "":
+		return "singleton, replaced by " + by.Singleton
+	case by.API:
+		return "the API"
+	}
+	return "-"
 }

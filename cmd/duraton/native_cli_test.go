@@ -121,6 +121,18 @@ func TestNativeCLI(t *testing.T) {
 	code, out, _ = cliRun(env, "runs", "list", "--workflow", "greet", "--limit", "1")
 	require.Equal(t, 0, code)
 	require.Regexp(t, `(?m)^more: duraton runs list --cursor \S+$`, out)
+	// The search filters: q over the triggering event, event name, creation time.
+	code, out, errOut = cliRun(env, "runs", "list", "--workflow", "greet", "--q", `event.data.user == "ann"`, "--event-name", "user.created", "--from", "1000")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "\n"), "header and ann's run: %s", out)
+	require.Contains(t, out, runID)
+	code, out, _ = cliRun(env, "runs", "list", "--to", "2000-01-01T00:00:00Z")
+	require.Equal(t, 0, code)
+	require.Equal(t, "no runs\n", out)
+	code, _, errOut = cliRun(env, "runs", "list", "--q", "event.data.user ==")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "400")
+	require.Contains(t, errOut, "q: ")
 
 	// Flags override the environment.
 	code, out, errOut = cliRun(map[string]string{"DURATON_URL": "http://127.0.0.1:1", "DURATON_TOKEN": "nope"},

@@ -199,8 +199,8 @@ func TestCeilingSharedAcrossWorkflowsKeysTakeTurns(t *testing.T) {
 
 // Priority across waitlists: keys waiting for the project ceiling are served in the
 // order (joined − head's shift). A shifted workflow's key goes ahead of an unshifted key
-// that joined within the last shiftMs; a negative shift goes behind keys that joined
-// after it.
+// that joined within the last shiftMs; a negative shift runs no earlier than shiftMs
+// after its event, behind everything that came before then.
 func TestPriorityAcrossWaitlists(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &heldEndpoint{hold: tenSeconds}
@@ -213,13 +213,32 @@ func TestPriorityAcrossWaitlists(t *testing.T) {
 		t0 := time.Now()
 		n.send(t, ev("plain", `{"n": "p1", "k": "a"}`, "")) // holds the only slot for 10 s
 		time.Sleep(time.Second)
-		n.send(t, ev("low", `{"n": "l1", "k": "a"}`, "")) // waits first, but shifted back by a minute
+		n.send(t, ev("low", `{"n": "l1", "k": "a"}`, "")) // sent first, but shifted back by a minute
 		time.Sleep(time.Second)
 		n.send(t, ev("plain", `{"n": "p2", "k": "a"}`, ""))
 		time.Sleep(time.Second)
 		n.send(t, ev("high", `{"n": "h1", "k": "a"}`, "")) // waits last, shifted ahead by a minute
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		require.Equal(t, []string{"p1@0s", "h1@10s", "p2@20s", "l1@30s"}, ep.startsSince(t0))
+		require.Equal(t, []string{"p1@0s", "h1@10s", "p2@20s", "l1@1m1s"}, ep.startsSince(t0))
+	})
+}
+
+// A negative priority delays on an idle server too: shiftMs -2000 starts the run 2 s
+// after its event, a positive shift at once.
+func TestNegativePriorityDelaysOnAnIdleServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &heldEndpoint{hold: func(string, map[string]any) time.Duration { return time.Millisecond }}
+		n, stop := bubbleNodeConfig(t, t.TempDir(), ep, func(*delivery.Config) {})
+		defer stop()
+		n.register(t, "app", `{"workflows": [
+			{"name": "low", "url": "http://x.test/l", "triggers": [{"event": "low"}], "priority": {"shiftMs": -2000}},
+			{"name": "high", "url": "http://x.test/h", "triggers": [{"event": "high"}], "priority": {"shiftMs": 2000}}]}`)
+		t0 := time.Now()
+		n.send(t, ev("low", `{"n": "l1"}`, ""))
+		n.send(t, ev("high", `{"n": "h1"}`, ""))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, []string{"h1@0s", "l1@2s"}, ep.startsSince(t0))
 	})
 }

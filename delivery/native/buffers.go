@@ -106,6 +106,7 @@ func (s *Service) flushTx(n *delivery.NativeTx, project, key string) (EventRun, 
 func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, events []payloadEvent) (EventRun, error) {
 	var singletonKey string
 	ke := newKeyEvent(events[0])
+	runID := s.ids.New(runIDPrefix, n.Now)
 	if g := d.FlowControl.Singleton; g != nil {
 		singletonKey = gateKey(d.Name, gateSingleton, s.keyValue(ke, g.Key))
 		st, err := readGate(n.Tx, project, singletonKey)
@@ -121,13 +122,13 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 			case run.Live() && g.Mode == flowctl.SingletonSkip:
 				return EventRun{Workflow: d.Name, Skipped: true, HolderRunID: st.RunID}, nil
 			case run.Live():
-				if _, err := n.CancelRun(project, st.RunID); err != nil {
+				if _, err := n.CancelRun(project, st.RunID, delivery.CancelledBy{Singleton: runID}); err != nil {
 					return EventRun{}, fmt.Errorf("cancel singleton holder %q: %w", st.RunID, err)
 				}
 			}
 		}
 	}
-	pub, err := runPublication(project, d, events, s.ids.New(runIDPrefix, n.Now), func(key string) string { return s.keyValue(ke, key) })
+	pub, err := runPublication(project, d, events, runID, func(key string) string { return s.keyValue(ke, key) })
 	if err != nil {
 		return EventRun{}, err
 	}
@@ -136,6 +137,11 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)
 	}
 	pub.Init.PriorityShiftMs = s.priorityShiftMs(d, ke)
+	if shift := pub.Init.PriorityShiftMs; shift < 0 {
+		// A negative shift runs later (docs/protocol.md, "Controls"): ordered as if created
+		// that much later, so on an idle server too the run starts no earlier than then.
+		pub.Message.NotBefore = n.Now.UnixMilli() - shift
+	}
 	res, err := n.StartRun(pub)
 	if err != nil {
 		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)

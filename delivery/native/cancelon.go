@@ -154,7 +154,7 @@ func (s *Service) cancelTx(n *delivery.NativeTx, project string, ev payloadEvent
 			}
 			for _, id := range runs {
 				seen[id] = true
-				live, err := n.CancelRunBy(project, id, ev.ID)
+				live, err := n.CancelRun(project, id, delivery.CancelledBy{EventID: ev.ID})
 				if err != nil {
 					return nil, fmt.Errorf("workflow %q: cancel run %q: %w", d.Name, id, err)
 				}

@@ -303,7 +303,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 			RunID: runID, CallType: delivery.CallFailure,
 		},
 	}
-	init := &delivery.RunInit{URL: d.URL, DetectTrigger: true}
+	init := &delivery.RunInit{URL: d.URL, DetectTrigger: true, Workflow: d.Name, App: d.App, EventName: events[0].Name}
 	for i, c := range d.FlowControl.Concurrency {
 		// Every delivery of the run holds a slot of each scope's key (a flow-control key
 		// with the limit as its parallelism), so at most limit of them are in flight per

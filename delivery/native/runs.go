@@ -35,16 +35,28 @@ func IsStatus(s string) bool {
 // ErrRunEnded refuses to cancel a run that already ended (409).
 var ErrRunEnded = errors.New("run already ended")
 
-// RunStep is one recorded step of a run.
+// RunStep is one recorded step of a run, or the step that failed it.
 type RunStep struct {
-	ID      int             `json:"id"`
-	Name    string          `json:"name"`
-	Type    string          `json:"type"`
-	Status  string          `json:"status"`
-	EndedAt int64           `json:"endedAt"`
-	Out     json.RawMessage `json:"out,omitempty"`
+	ID        int    `json:"id"`
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	StartedAt int64  `json:"startedAt"`
+	EndedAt   int64  `json:"endedAt"`
+	// Out is the step's value as JSON (views.go).
+	Out json.RawMessage `json:"out,omitempty"`
+	// Error says why the step failed its run.
+	Error *StepError `json:"error,omitempty"`
 	// Usage is an AI step's model, tokens and cost.
 	Usage *flowctl.AIUsage `json:"usage,omitempty"`
+}
+
+// StepError is why a step failed: the run error's code and message, and the last HTTP
+// status its endpoint answered.
+type StepError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Status  int    `json:"status,omitempty"`
 }
 
 // RunWaiting says why a live run is not running.
@@ -64,14 +76,16 @@ type RunView struct {
 	EndedAt   int64             `json:"endedAt,omitempty"`
 	EventIDs  []string          `json:"eventIds"`
 	Keys      map[string]RunKey `json:"keys"`
-	Steps     []RunStep         `json:"steps,omitempty"`
+	Steps     []RunStep         `json:"steps"`
 	DLQID     string            `json:"dlqId,omitempty"`
 	Waiting   *RunWaiting       `json:"waiting,omitempty"`
+	// Error says why a failed run failed (codes: storage.ErrCode*), CancelledBy who
+	// cancelled a cancelled run.
+	Error       *delivery.RunError    `json:"error,omitempty"`
+	CancelledBy *delivery.CancelledBy `json:"cancelledBy,omitempty"`
 	// Usage is what the run's AI steps spent; Cap the run's AI cap in force.
 	Usage *flowctl.AIUsage `json:"usage,omitempty"`
 	Cap   *flowctl.Cap     `json:"cap,omitempty"`
-	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
-	CancelledBy *storage.CancelledBy `json:"cancelledBy,omitempty"`
 }
 
 // RunKey is one keyed control of a run as resolved when the run was created: its key
@@ -115,14 +129,12 @@ func runKeys(keys []flowctl.RunKey) map[string]RunKey {
 	return out
 }
 
-// RunFilter selects runs of GET /runs; empty fields select everything.
-type RunFilter struct {
-	Workflow, App, Status string
-}
-
 // nativeOf returns the workflow and app a run was started for ("" for a run that is
-// not a native workflow's).
+// not a native workflow's). Runs stored before Run.Workflow have them in their header.
 func nativeOf(r *delivery.Run) (workflow, app string) {
+	if r.Workflow != "" {
+		return r.Workflow, r.App
+	}
 	if v := r.Header[wire.HeaderDuratonWorkflow]; len(v) == 1 {
 		workflow = v[0]
 	}
@@ -130,54 +142,6 @@ func nativeOf(r *delivery.Run) (workflow, app string) {
 		app = v[0]
 	}
 	return workflow, app
-}
-
-func (f RunFilter) keep(r *delivery.Run) bool {
-	wf, app := nativeOf(r)
-	if wf == "" || (f.Workflow != "" && wf != f.Workflow) || (f.App != "" && app != f.App) {
-		return false
-	}
-	switch f.Status {
-	case "":
-		return true
-	case StatusSucceeded:
-		return r.State == storage.RunSuccess
-	case StatusFailed:
-		return r.State == storage.RunFailed
-	case StatusCancelled:
-		return r.State == storage.RunCanceled
-	}
-	return r.Live() // a live status: decided by the run's activity
-}
-
-// maxRunPages bounds the pages one GET /runs with a live status reads to fill its page.
-const maxRunPages = 10
-
-// Runs lists native runs newest first, limit per page, after the cursor (nil: from the
-// newest), and returns the next page's cursor (nil at the end). With a live status the
-// page may hold fewer than limit runs while a cursor is returned: follow it.
-func (s *Service) Runs(ctx context.Context, project string, f RunFilter, after *delivery.RunCursor, limit int) ([]RunView, *delivery.RunCursor, error) {
-	var out []RunView
-	for page := 0; page < maxRunPages; page++ {
-		runs, next, err := s.engine.Runs(ctx, project, after, limit-len(out), f.keep)
-		if err != nil {
-			return nil, nil, err
-		}
-		views, err := s.views(ctx, project, runs, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, v := range views {
-			if f.Status == "" || v.Status == f.Status {
-				out = append(out, v)
-			}
-		}
-		if next == nil || len(out) == limit {
-			return out, next, nil
-		}
-		after = next
-	}
-	return out, after, nil
 }
 
 // Run reads one native run with its steps.
@@ -192,7 +156,7 @@ func (s *Service) Run(ctx context.Context, project, id string) (*RunView, error)
 	if wf, _ := nativeOf(&r.Run); wf == "" {
 		return nil, fmt.Errorf("run %q is not a native workflow's run: %w", id, ErrNotFound)
 	}
-	views, err := s.views(ctx, project, []delivery.RunWithHistory{*r}, true)
+	views, err := s.views(ctx, project, []delivery.RunWithHistory{*r})
 	if err != nil {
 		return nil, err
 	}
@@ -255,107 +219,4 @@ func (s *Service) ReplayRunCap(ctx context.Context, project, id string, cp *flow
 		return nil, fmt.Errorf("%w: run %q: its dead letter is gone (deleted, or replayed meanwhile)", ErrConflict, id)
 	}
 	return s.Run(ctx, project, id)
-}
-
-// views turns runs into their views, the live ones' status read from the engine.
-func (s *Service) views(ctx context.Context, project string, runs []delivery.RunWithHistory, steps bool) ([]RunView, error) {
-	var live []string
-	for i := range runs {
-		if runs[i].Live() {
-			live = append(live, runs[i].ID)
-		}
-	}
-	acts, err := s.engine.RunActivities(ctx, project, live)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]RunView, len(runs))
-	for i := range runs {
-		r := &runs[i]
-		wf, app := nativeOf(&r.Run)
-		v := RunView{RunID: r.ID, Workflow: wf, App: app, CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
-			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID, Usage: r.AIUsage, Cap: r.AICap,
-			CancelledBy: r.CancelledBy}
-		all := recordedSteps(r.History)
-		if len(all) > 0 {
-			v.StartedAt = all[0].EndedAt
-		}
-		if steps {
-			v.Steps = all
-			if v.Steps == nil {
-				v.Steps = []RunStep{}
-			}
-		}
-		if len(r.History) > 0 {
-			v.EventIDs = eventIDs(r.History[0].Body)
-		}
-		switch r.State {
-		case storage.RunSuccess:
-			v.Status = StatusSucceeded
-		case storage.RunFailed:
-			v.Status = StatusFailed
-		case storage.RunCanceled:
-			v.Status = StatusCancelled
-		default:
-			a, ok := acts[r.ID]
-			if !ok { // ended between the two reads
-				a = delivery.RunActivity{Activity: StatusRunning}
-			}
-			v.Status = a.Activity
-			if a.Reason != "" {
-				v.Waiting = &RunWaiting{Reason: a.Reason, Since: a.Since.UnixMilli()}
-			}
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// recordedSteps are a run's step results in the order recorded (the initial payload,
-// plan steps and call bookkeeping left out).
-func recordedSteps(history []delivery.HistoryEntry) []RunStep {
-	var out []RunStep
-	ai := map[int]*flowctl.AIUsage{} // AI usage by step id, from the calls' callbacks
-	for _, e := range history {
-		if e.AI != nil && e.AI.StepID > 0 {
-			u := *e.AI
-			u.StepID = 0
-			ai[e.AI.StepID] = &u
-		}
-	}
-	for i, e := range history {
-		if i == 0 || e.CallType != delivery.CallStep {
-			continue
-		}
-		var st struct {
-			StepID   int             `json:"stepId"`
-			StepName string          `json:"stepName"`
-			StepType string          `json:"stepType"`
-			Out      json.RawMessage `json:"out"`
-		}
-		if err := json.Unmarshal(e.Body, &st); err != nil || st.StepID == 0 {
-			continue
-		}
-		out = append(out, RunStep{ID: st.StepID, Name: st.StepName, Type: st.StepType, Status: StatusSucceeded, EndedAt: e.CreatedAt, Out: st.Out, Usage: ai[st.StepID]})
-	}
-	return out
-}
-
-// eventIDs reads the ids of the events a run was started with from its initial payload.
-func eventIDs(body []byte) []string {
-	var p struct {
-		Events []struct {
-			ID string `json:"id"`
-		} `json:"events"`
-	}
-	out := []string{}
-	if json.Unmarshal(body, &p) != nil {
-		return out
-	}
-	for _, e := range p.Events {
-		if e.ID != "" {
-			out = append(out, e.ID)
-		}
-	}
-	return out
 }

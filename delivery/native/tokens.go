@@ -1,6 +1,7 @@
 package native
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -39,6 +40,16 @@ func tokenState(d *Workflow, key string, st *storage.GateState, now time.Time) T
 		next = time.Unix(0, st.GCRA.TAT-g.Window()+1)
 	}
 	b := storage.TokenBucket{Runs: st.Runs, RunTokens: st.RunTokens}
-	return TokenThrottleState{App: d.App, Workflow: d.Name, Key: strings.TrimPrefix(key, gateKey(d.Name, gateTokens, "")),
+	return TokenThrottleState{App: d.App, Workflow: d.Name, Key: keyText(strings.TrimPrefix(key, gateKey(d.Name, gateTokens, ""))),
 		Tokens: tt.Tokens, Level: level, NextStartAt: rfc3339(next), AvgRunTokens: b.Average()}
+}
+
+// keyText shows a resolved key value (a JSON scalar: "t1", 1, true) as text, a string
+// unquoted, as expressions render values.
+func keyText(value string) string {
+	var s string
+	if strings.HasPrefix(value, `"`) && json.Unmarshal([]byte(value), &s) == nil {
+		return s
+	}
+	return value
 }

@@ -119,7 +119,7 @@ func TestTokenThrottleStartTimes(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, st.TokenThrottle, 1)
 		tt := st.TokenThrottle[0]
-		require.Equal(t, TokenThrottleState{App: "app", Workflow: "ask", Key: `"t1"`, Tokens: 1000, Level: 400,
+		require.Equal(t, TokenThrottleState{App: "app", Workflow: "ask", Key: "t1", Tokens: 1000, Level: 400,
 			NextStartAt: rfc3339(t0), AvgRunTokens: 600}, tt, "a spent 600 of 1000")
 
 		for _, name := range []string{"b", "c", "d"} {

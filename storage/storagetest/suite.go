@@ -42,6 +42,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Buffers", bufferTests},
 		{"Timers", timerTests},
 		{"Runs", runTests},
+		{"Search", searchTests}, // suite_search.go
 		{"Records", recordTests},
 		{"Large", largeTests},
 	}

@@ -109,15 +109,42 @@ export interface Usage {
 }
 
 export interface RunStep {
+  id: number;
   name: string;
   type: string;
+  /** "succeeded", or "failed" for the step that failed its run (the last one). */
   status: string;
-  startedAt?: number;
-  endedAt?: number;
+  startedAt: number;
+  endedAt: number;
+  /** The step's value as JSON: an object stays an object; a Wait step's event data, decoded. */
   out?: unknown;
-  error?: string;
+  error?: StepError;
   usage?: Usage;
 }
+
+/** Stable codes of a run's error. */
+export type RunErrorCode =
+  | "budget_exceeded"
+  | "retries_exhausted"
+  | "non_retryable"
+  | "timeout"
+  | "invoke_failed"
+  | "internal";
+
+/** Why a step failed its run; `status` is the last HTTP status its endpoint answered. */
+export interface StepError {
+  code: RunErrorCode;
+  message: string;
+  status?: number;
+}
+
+/** Why a run failed; `step` names the failed step when the failure named it. */
+export interface RunError extends StepError {
+  step?: string;
+}
+
+/** Who cancelled a run: an event's cancelOn, the singleton run that replaced it, or the API. */
+export type CancelledBy = { eventId: string } | { singleton: string } | { api: true };
 
 export interface Run {
   runId: string;
@@ -130,18 +157,47 @@ export interface Run {
   eventIds: string[];
   keys: Record<string, unknown>;
   steps: RunStep[];
+  dlqId?: string;
+  error?: RunError;
+  cancelledBy?: CancelledBy;
   usage?: Usage;
   waiting?: { reason: string; since: number | string };
   /** The event whose workflow's cancelOn cancelled the run. */
   cancelledBy?: { eventId: string };
 }
 
-export interface ListRuns {
+/** Run filters (AND-combined): GET /runs and the bulk operations take the same. */
+export interface RunFilter {
   workflow?: string;
   app?: string;
   status?: RunStatus;
+  label?: string;
+  eventName?: string;
+  /** Creation time bounds, inclusive: RFC 3339 or unix milliseconds. */
+  from?: string | number;
+  to?: string | number;
+  /** A CEL condition over the run's triggering event, e.g. `event.data.accountId == "a1"`. */
+  q?: string;
+}
+
+export interface ListRuns extends RunFilter {
   cursor?: string;
   limit?: number;
+}
+
+/** POST /runs/cancel and POST /runs/replay: the filters, and `all: true` when there is none. */
+export interface BulkRuns extends RunFilter {
+  all?: boolean;
+  dryRun?: boolean;
+  cursor?: string;
+  limit?: number;
+}
+
+/** What a bulk operation did; follow `cursor` while there is one. */
+export interface BulkResult {
+  matched: number;
+  done: number;
+  cursor?: string;
 }
 
 /** GET /flow-state: debounce and batch backlogs per workflow, and the project's concurrency. */
@@ -226,6 +282,16 @@ export class Client {
 
   cancelRun(runId: string): Promise<unknown> {
     return this.request("POST", `/runs/${encodeURIComponent(runId)}/cancel`);
+  }
+
+  /** Cancels every live run the filters select (at most `limit` per call; follow `cursor`). */
+  cancelRuns(b: BulkRuns): Promise<BulkResult> {
+    return this.request("POST", "/runs/cancel", b);
+  }
+
+  /** Replays every failed run the filters select from its failed step; `cap` raises their AI cap. */
+  replayRuns(b: BulkRuns & { cap?: Controls["cap"] }): Promise<BulkResult> {
+    return this.request("POST", "/runs/replay", b);
   }
 
   /** Re-runs a failed run from its failed step; `cap` raises the run's AI cap. */

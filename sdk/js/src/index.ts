@@ -37,6 +37,7 @@ export type {
   Usage,
   WorkflowDefinitionJSON,
 } from "./client.js";
+export type { BulkResult, BulkRuns, CancelledBy, RunError, RunErrorCode, RunFilter, StepError } from "./client.js";
 export type * from "./controls.js";
 export type { FlowControl, RunOptions } from "./stepflow.js";
 export { controlNames } from "./controls.js";

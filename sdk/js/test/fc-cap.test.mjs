@@ -80,5 +80,5 @@ test("cap: the AI step that would cross maxTokens halts the run with a BudgetErr
   }, { timeoutMs: 30000 });
   assert.equal(ai.calls.length, 2, "the replay made the refused call, not the first one again");
   const done = replayed.steps.find((s) => s.name === "done");
-  assert.deepEqual(JSON.parse(done.out), ["answer 1", "answer 2"]);
+  assert.deepEqual(done.out, ["answer 1", "answer 2"]);
 });

@@ -28,10 +28,10 @@ test("debounce: a burst per documentId becomes one run with the last event, 5 s 
 
   const runs = await runsOf(wf.name, 2, { timeoutMs: 20000 });
   const ended = await Promise.all(runs.map((r) => runEnded(r.runId)));
-  const byDoc = Object.fromEntries(ended.map((r) => [r.steps.find((s) => s.name === "save") && JSON.parse(r.steps.find((s) => s.name === "save").out).documentId, r]));
+  const byDoc = Object.fromEntries(ended.map((r) => [r.steps.find((s) => s.name === "save") && r.steps.find((s) => s.name === "save").out.documentId, r]));
   const d1 = byDoc.d1;
   assert.ok(d1, short(ended));
-  const saved = JSON.parse(d1.steps.find((s) => s.name === "save").out);
+  const saved = d1.steps.find((s) => s.name === "save").out;
   assert.deepEqual({ ...saved, ts: undefined }, { documentId: "d1", rev: 3, events: 1, ts: undefined }, "one run, the last event of the burst");
   assert.deepEqual(d1.eventIds, [sent[2].id], short(d1));
   // Both times are the server's: the last event's receive time and the run's creation.

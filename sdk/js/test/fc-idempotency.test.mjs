@@ -37,5 +37,5 @@ test("idempotency: at most one run per orderId per 24h; the duplicate still wake
   const dup = await client.sendEvent({ name: `order.paid.${k}`, data: { orderId: "o-1", retry: true } });
   assert.deepEqual(runFor(dup, charge), { workflow: charge.name, deduped: true }, "the repeat is deduped, with no run id");
   const woken = await runEnded(w.runId);
-  assert.deepEqual(JSON.parse(woken.steps.find((s) => s.name === "saw").out), { orderId: "o-1", retry: true }, "the deduped event still woke the waiter");
+  assert.deepEqual(woken.steps.find((s) => s.name === "saw").out, { orderId: "o-1", retry: true }, "the deduped event still woke the waiter");
 });

@@ -100,16 +100,11 @@ export async function runsOf(workflow, n, { c = client, status, timeoutMs = 2000
   }, { timeoutMs, intervalMs: 200, describe: () => `${last?.length} runs: ${short(last?.slice(0, 3))}` });
 }
 
-/** A step's recorded output, parsed when it is JSON. */
+/** A step's recorded output (the server shows it as its JSON value). */
 export function out(run, stepName) {
   const s = run.steps.find((x) => x.name === stepName);
   if (!s) throw new Error(`run ${run.runId} has no step ${stepName}: ${short(run.steps.map((x) => x.name))}`);
-  if (typeof s.out !== "string") return s.out;
-  try {
-    return JSON.parse(s.out);
-  } catch {
-    return s.out;
-  }
+  return s.out;
 }
 
 /**
