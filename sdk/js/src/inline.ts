@@ -13,8 +13,8 @@
 // The history and step messages are @upstash/workflow 1.3.3's, and step grouping
 // (Promise.all) follows its executor, so a run can move between this runtime and
 // @upstash/workflow's serve() at any delivery. What this runtime does not do itself it
-// leaves to @upstash/workflow (`Fallback`): a new call or AI step, a call in a parallel
-// group, or a handler that reads ctx.upstash. It gives up only before any new step ran in
+// leaves to @upstash/workflow (`Fallback`): a new call or AI step, a call (or a step with
+// its own flow control) in a parallel group, or a handler that reads ctx.upstash. It gives up only before any new step ran in
 // the delivery (or answers the deferred result first), so nothing runs twice because of it.
 
 import { attachStepName, failed, featureSet, finished, inlineAnswer, protocolVersion, type Answer, type Api } from "./answers.js";
@@ -160,14 +160,29 @@ class Executor implements InlineSteps {
   }
 
   private async single(lazy: Lazy): Promise<unknown> {
+    const id = this.stepCount;
+    // A step with its own flow control is planned first (its plan is recorded before its
+    // result, and skipped when the history is read, as stepflow.ts has @upstash/workflow do).
+    const plan = lazy instanceof RunLazy && lazy.flow ? this.steps.find((s) => s.stepId === 0 && s.targetStep === id) : undefined;
+    if (plan) this.planStepCount++;
     if (this.stepCount < this.nonPlanStepCount) {
       const s = this.steps[this.stepCount + this.planStepCount];
       validate(lazy, s);
       return lazy.parse(s);
     }
-    const id = this.stepCount;
     if (lazy instanceof RunLazy) {
-      const out = await this.call(lazy);
+      if (lazy.flow && plan !== this.steps[this.steps.length - 1]) {
+        if (plan) {
+          // Planned, and its delivery is another one: that delivery runs it (as the Go SDK).
+          validate(lazy, plan);
+          this.stop(finished(this.d.runId, "discard"));
+        } else {
+          this.submit([this.entry(JSON.stringify(lazy.flowPlan(id)), lazy.flow)]);
+        }
+        return never();
+      }
+      if (plan) validate(lazy, plan);
+      const out = await this.call(lazy, id);
       this.deferred = this.entry(stepJSON(id, lazy.name, lazy.type, out, 1));
       return out === undefined ? undefined : JSON.parse(out);
     }
@@ -193,6 +208,10 @@ class Executor implements InlineSteps {
     const state = remaining.length === 0 ? "first" : remaining.length >= 2 * n ? "last" : remaining[remaining.length - 1].targetStep ? "partial" : "discard";
     const sorted = [...this.steps].sort((a, b) => (a.targetStep || a.stepId) - (b.targetStep || b.stepId));
     const planned = sorted[initial + this.planStepCount]?.concurrent;
+    if (group.some((l) => l instanceof RunLazy && l.flow)) {
+      this.stop(Fallback); // a step with its own flow control in a group: @upstash/workflow's
+      return never();
+    }
     if (state !== "first" && planned !== n) {
       throw new Error(`Incompatible number of parallel steps when call state was '${state}'. Expected ${n}, got ${planned} from the request.`);
     }
@@ -217,7 +236,7 @@ class Executor implements InlineSteps {
         if (!lazy) throw new Error(`duraton: plan step ${plan.stepName} targets step ${target}, outside the group`);
         validate(lazy, plan);
         let body: string;
-        if (lazy instanceof RunLazy) body = stepJSON(target, lazy.name, lazy.type, await this.call(lazy), n);
+        if (lazy instanceof RunLazy) body = stepJSON(target, lazy.name, lazy.type, await this.call(lazy, target), n);
         else if (lazy instanceof SleepLazy) body = JSON.stringify({ stepId: target, stepName: lazy.name, stepType: lazy.type, sleepFor: lazy.sleepFor, concurrent: n });
         else if (lazy instanceof SleepUntilLazy) body = JSON.stringify({ stepId: target, stepName: lazy.name, stepType: lazy.type, sleepUntil: lazy.sleepUntil, concurrent: n });
         else {
@@ -238,13 +257,13 @@ class Executor implements InlineSteps {
     }
   }
 
-  /** Runs a Run step's function; its result as the JSON its out records (undefined: none). */
-  private async call(lazy: RunLazy): Promise<string | undefined> {
+  /** Runs step id's function; its result as the JSON its out records (undefined: none). */
+  private async call(lazy: RunLazy, id: number): Promise<string | undefined> {
     let v: unknown;
     try {
       this.executing = lazy.name;
       try {
-        v = lazy.fn();
+        v = lazy.fn(id);
       } finally {
         this.executing = undefined;
       }

@@ -12,19 +12,31 @@ export interface Lazy {
   /** The value a recorded step resumes with. */
   parse(s: RecordedStep): unknown;
   /** The plan step of a parallel group (undefined: this kind is left to @upstash/workflow in a group). */
-  plan?(concurrent: number, target: number): { body: Record<string, unknown>; headers?: Record<string, string> };
+  plan?(concurrent: number, target: number): { body: Record<string, unknown>; headers?: Record<string, string> } | undefined;
 }
 
 export class RunLazy implements Lazy {
   readonly type: string = "Run";
+  /**
+   * fn gets the step's id (sendEvent's dedupeIds are made of it). flow: the step's own
+   * flow-control headers (Upstash-Flow-Control-Key/Value, lower case as in /v2/batch):
+   * the step is planned first and runs in the delivery the plan produces.
+   */
   constructor(
     readonly name: string,
-    readonly fn: () => unknown,
+    readonly fn: (stepId: number) => unknown,
+    readonly flow?: Record<string, string>,
   ) {}
   parse(s: RecordedStep): unknown {
     return s.out === undefined ? undefined : parseOut(s);
   }
+  /** The plan of a single step with its own flow control (docs/protocol.md, "Per-step flow control"). */
+  flowPlan(targetStep: number): Record<string, unknown> {
+    return { stepId: 0, stepName: this.name, stepType: this.type, concurrent: 1, targetStep };
+  }
   plan(concurrent: number, targetStep: number) {
+    // A step with its own flow control in a parallel group: left to @upstash/workflow.
+    if (this.flow) return undefined;
     return { body: { stepId: 0, stepName: this.name, stepType: this.type, concurrent, targetStep } };
   }
 }

@@ -156,3 +156,55 @@ export class Gauge {
     }
   }
 }
+
+/**
+ * The ways a delivery is answered: "inline" (Duraton's offer taken), "api"
+ * (serve({ inlineAnswers: false })), "no-offer" (the offer stripped on the way in, as from
+ * QStash or an older Duraton: @upstash/workflow answers) and "mixed" (the offer stripped
+ * from every other delivery, so a run moves between the two runtimes all along).
+ */
+export const modes = ["inline", "api", "no-offer", "mixed"];
+
+/** host() options for mode, recording every answer in answers (see recording). */
+export function modeOptions(mode, answers = []) {
+  const strip = mode === "no-offer" ? "all" : mode === "mixed" ? "alternate" : false;
+  return { inlineAnswers: mode !== "api", mount: recording(answers, strip) };
+}
+
+/**
+ * Mounts served.node and keeps every answer's path, status, Duraton-Inline header and
+ * (for an inline answer) body. strip: "all" (or true) takes the Duraton-Inline offer off
+ * every delivery on the way in, "alternate" off every other one.
+ */
+export function recording(answers, strip = false) {
+  let n = 0;
+  return (s) => (req, res) => {
+    if (strip === true || strip === "all" || (strip === "alternate" && n++ % 2 === 1)) delete req.headers["duraton-inline"];
+    const writeHead = res.writeHead;
+    const end = res.end;
+    let rec;
+    res.writeHead = function (status, ...rest) {
+      const h = rest.find((x) => x && typeof x === "object" && !Array.isArray(x)) ?? {};
+      rec = { path: req.url, status, inline: h["duraton-inline"] ?? null, inlineSteps: Number(h["duraton-inline-steps"] ?? 0) };
+      answers.push(rec);
+      return writeHead.call(this, status, ...rest);
+    };
+    res.end = function (chunk, ...rest) {
+      if (rec?.inline && chunk !== undefined && typeof chunk !== "function") rec.body = Buffer.from(chunk).toString("utf8");
+      return end.call(this, chunk, ...rest);
+    };
+    s.node(req, res);
+  };
+}
+
+/** The step messages inline answers carried: each entry's headers and its step object. */
+export function inlineMessages(answers) {
+  const msgs = [];
+  for (const a of answers) {
+    if (!a.body) continue;
+    const batch = a.inline === "steps" ? a.body : a.inline === "end" && a.inlineSteps > 0 ? Buffer.from(a.body).subarray(0, a.inlineSteps).toString("utf8") : undefined;
+    if (!batch) continue;
+    for (const e of JSON.parse(batch)) msgs.push({ path: a.path, headers: e.headers, step: JSON.parse(e.body) });
+  }
+  return msgs;
+}
