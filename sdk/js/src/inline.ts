@@ -13,13 +13,14 @@
 // The history and step messages are @upstash/workflow 1.3.3's, and step grouping
 // (Promise.all) follows its executor, so a run can move between this runtime and
 // @upstash/workflow's serve() at any delivery. What this runtime does not do itself it
-// leaves to @upstash/workflow (`Fallback`): a new call or AI step, a call (or a step with
-// its own flow control) in a parallel group, or a handler that reads ctx.upstash. It gives up only before any new step ran in
+// leaves to @upstash/workflow (`Fallback`): a new call or AI step, a call in a parallel
+// group, or a handler that reads ctx.upstash. It gives up only before any new step ran in
 // the delivery (or answers the deferred result first), so nothing runs twice because of it.
 
 import { attachStepName, failed, featureSet, finished, inlineAnswer, protocolVersion, type Answer, type Api } from "./answers.js";
 import { parseHistory, parsePayload, type RecordedStep } from "./history.js";
 import { CallLazy, InvokeLazy, RunLazy, SleepLazy, SleepUntilLazy, WaitLazy, type Lazy } from "./lazy.js";
+import { flowInGroup } from "./stepflow.js";
 
 /** The delivery is for @upstash/workflow's serve(): this runtime leaves it untouched. */
 export const Fallback = Symbol("duraton.fallback");
@@ -208,10 +209,8 @@ class Executor implements InlineSteps {
     const state = remaining.length === 0 ? "first" : remaining.length >= 2 * n ? "last" : remaining[remaining.length - 1].targetStep ? "partial" : "discard";
     const sorted = [...this.steps].sort((a, b) => (a.targetStep || a.stepId) - (b.targetStep || b.stepId));
     const planned = sorted[initial + this.planStepCount]?.concurrent;
-    if (group.some((l) => l instanceof RunLazy && l.flow)) {
-      this.stop(Fallback); // a step with its own flow control in a group: @upstash/workflow's
-      return never();
-    }
+    const flowed = group.find((l) => l instanceof RunLazy && l.flow);
+    if (flowed) throw flowInGroup(flowed.name);
     if (state !== "first" && planned !== n) {
       throw new Error(`Incompatible number of parallel steps when call state was '${state}'. Expected ${n}, got ${planned} from the request.`);
     }

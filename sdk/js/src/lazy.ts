@@ -12,7 +12,7 @@ export interface Lazy {
   /** The value a recorded step resumes with. */
   parse(s: RecordedStep): unknown;
   /** The plan step of a parallel group (undefined: this kind is left to @upstash/workflow in a group). */
-  plan?(concurrent: number, target: number): { body: Record<string, unknown>; headers?: Record<string, string> } | undefined;
+  plan?(concurrent: number, target: number): { body: Record<string, unknown>; headers?: Record<string, string> };
 }
 
 export class RunLazy implements Lazy {
@@ -35,8 +35,6 @@ export class RunLazy implements Lazy {
     return { stepId: 0, stepName: this.name, stepType: this.type, concurrent: 1, targetStep };
   }
   plan(concurrent: number, targetStep: number) {
-    // A step with its own flow control in a parallel group: left to @upstash/workflow.
-    if (this.flow) return undefined;
     return { body: { stepId: 0, stepName: this.name, stepType: this.type, concurrent, targetStep } };
   }
 }

@@ -6,7 +6,7 @@
 // machinery: the plan is its own plan-step shape, and the plan entry is skipped when the
 // history is read (as the executor skips a parallel group's plans).
 
-import type { WorkflowContext } from "@upstash/workflow";
+import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 
 /** A step's own flow control: the steps (of any run) with the same key share its limits. */
 export interface FlowControl {
@@ -91,6 +91,15 @@ export function executorOf(c: WorkflowContext<unknown>, what: string): Executor 
   return ex;
 }
 
+/**
+ * A step with its own flow control in a parallel group (Promise.all): refused, by both
+ * runtimes, as the run's failure. Its plan would be one of the group's, which carry no
+ * headers of their own, and the Go SDK has no such step either.
+ */
+export function flowInGroup(name: string): Error {
+  return new WorkflowNonRetryableError(`duraton: step ${name}: flowControl needs a step of its own, not one of a parallel group (Promise.all)`);
+}
+
 /** ctx.step.run with a flowControl option. */
 export function runUnder<T>(c: WorkflowContext<unknown>, name: string, fn: () => T | Promise<T>, fc: FlowControl): Promise<T> {
   const value = flowControlValue(fc);
@@ -105,7 +114,23 @@ export function runUnder<T>(c: WorkflowContext<unknown>, name: string, fn: () =>
   const view = Object.create(c, {
     addStep: {
       value: (s: LazyStep) => {
-        s.getResultStep = async (concurrent, stepId) => s.getPlanStep(concurrent, stepId);
+        // The executor asks a single step for its result (here: the plan) and a parallel
+        // group's steps for their plans, or (concurrent > 1) for their results.
+        const plan = s.getPlanStep.bind(s);
+        let single = false;
+        s.getPlanStep = (concurrent, targetStep) => {
+          if (!single) throw flowInGroup(name);
+          return plan(concurrent, targetStep);
+        };
+        s.getResultStep = async (concurrent, stepId) => {
+          if (concurrent !== 1) throw flowInGroup(name);
+          single = true;
+          try {
+            return s.getPlanStep(concurrent, stepId);
+          } finally {
+            single = false;
+          }
+        };
         const headers = s.getHeaders.bind(s);
         s.getHeaders = (a) => {
           const h = headers(a);

@@ -84,4 +84,25 @@ for (const mode of modes) {
     assert.equal(run.status, "failed", short(run));
     assert.deepEqual(run.steps.map((s) => s.name), ["ok"], short(run.steps));
   });
+
+  test(`${mode}: step.run with flowControl in a parallel group is refused`, { timeout: 30000 }, async (t) => {
+    const k = tag();
+    let ran = 0;
+    const wf = workflow({
+      name: `stepfcgroup.${mode}.${k}`,
+      triggers: [`stepfcgroup.${mode}.${k}`],
+      handler: async (ctx) => {
+        await ctx.step.run("ok", () => 1);
+        await Promise.all([
+          ctx.step.run("a", () => ran++),
+          ctx.step.run("b", () => ran++, { flowControl: { key: `g-${k}`, parallelism: 1 } }),
+        ]);
+      },
+    });
+    await host(t, { app: `stepfcgroup-${mode}-${k}`, workflows: [wf], ...modeOptions(mode) });
+    const run = await runEnded(runFor(await client.sendEvent({ name: `stepfcgroup.${mode}.${k}` }), wf).runId);
+    assert.equal(run.status, "failed", short(run));
+    assert.deepEqual(run.steps.map((s) => s.name), ["ok"], short(run.steps));
+    assert.equal(ran, 0, "no step of the group ran");
+  });
 }
