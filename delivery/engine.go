@@ -12,6 +12,7 @@ import (
 	"github.com/duraton/duraton/delivery/internal/sched"
 	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/flowctl"
+	"github.com/duraton/duraton/flowctl/expr"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -253,13 +254,15 @@ type Engine struct {
 	queueMu sync.Mutex   // orders queue creations and changes with the scheduler's settings
 	runCtx  context.Context
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	cancel   context.CancelCauseFunc // cancels in-flight attempts
-	loops    sync.WaitGroup          // dispatcher and sweeper
-	attempts sync.WaitGroup          // in-flight attempts
-	workers  *workers                // the goroutines attempts run on (workers.go)
+	mu        sync.Mutex
+	started   bool
+	stopping  bool
+	cancel    context.CancelCauseFunc // cancels in-flight attempts
+	loops     sync.WaitGroup          // dispatcher and sweeper
+	attempts  sync.WaitGroup          // in-flight attempts
+	workers   *workers                // the goroutines attempts run on (workers.go)
+	exprs     *expr.Cache             // wait conditions, compiled once (waitcond.go)
+	runEvents eventCache              // waiting runs' events, decoded (waitcond.go)
 }
 
 // New builds an engine over store. It starts nothing; call Start.
@@ -276,6 +279,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 		}
 	}
 	e := &Engine{
+		exprs: expr.NewCache(0),
 		cfg:   cfg,
 		store: store,
 		log:   cfg.Logger.With("component", "delivery"),

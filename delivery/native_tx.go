@@ -63,12 +63,18 @@ func (n *NativeTx) StartRun(p Publication) (PublishResult, error) {
 // Notify wakes every waiter of eventID (up to the engine's notify limit) with data, as
 // Engine.Notify does without a run id, and returns how many runs it resumed.
 func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
-	ws, err := n.e.waitersTx(n.Tx, project, eventID, "")
+	return n.NotifyEvent(project, IncomingEvent{Name: eventID, Data: data, Ts: n.Now.UnixMilli()})
+}
+
+// NotifyEvent wakes the waiters of the event's name that it satisfies (every plain
+// waiter, the match and if waiters whose condition holds for it), up to the engine's
+// notify limit, with its data; it returns how many runs it resumed.
+func (n *NativeTx) NotifyEvent(project string, in IncomingEvent) (int, error) {
+	ws, _, err := n.e.waitersTx(n.Tx, project, in.Name, "", in)
 	if err != nil {
 		return 0, err
 	}
-	ws = ws[:min(len(ws), n.e.cfg.MaxNotifyWaiters)]
-	res, fx, err := n.e.resolveWaitersTx(n.Tx, project, ws, data, n.Now)
+	res, fx, err := n.e.resolveWaitersTx(n.Tx, project, ws, in.Data, n.Now)
 	if err != nil {
 		return 0, err
 	}
@@ -79,12 +85,21 @@ func (n *NativeTx) Notify(project, eventID string, data []byte) (int, error) {
 // CancelRun cancels a live run inside the transaction (a singleton's holder, replaced by
 // the run the same transaction starts). It reports whether the run was live.
 func (n *NativeTx) CancelRun(project, runID string) (bool, error) {
+	return n.CancelRunBy(project, runID, "")
+}
+
+// CancelRunBy is CancelRun for a workflow's cancelOn: the run records eventID as what
+// cancelled it ("" for none).
+func (n *NativeTx) CancelRunBy(project, runID, eventID string) (bool, error) {
 	run, err := n.Tx.Run(project, runID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil || !run.Live() {
 		return false, err
+	}
+	if eventID != "" {
+		run.CancelledBy = &storage.CancelledBy{EventID: eventID}
 	}
 	fx, err := n.e.wf.endRunTx(n.Tx, project, run, RunCanceled, "", n.Now)
 	if err != nil {

@@ -21,6 +21,9 @@ type WaitRequest struct {
 	// Resume and OnTimeout are the publish-style messages that continue the run when the
 	// event arrives or the timeout passes.
 	Resume, OnTimeout *Message
+	// If is the wait's condition (the Duraton-Wait-If header): a CEL expression over
+	// `event` (the run's triggering event) and `async` (the incoming one); "" for none.
+	If string
 }
 
 // Wait registers a waiter and its timeout timer. If the event already arrived for this
@@ -28,6 +31,11 @@ type WaitRequest struct {
 func (e *Engine) Wait(ctx context.Context, r WaitRequest) error {
 	if r.Timeout <= 0 || r.Timeout > e.cfg.MaxWaitTimeout {
 		return fmt.Errorf("%w: wait timeout %s must be between 1s and %s", ErrRunLimit, r.Timeout, e.cfg.MaxWaitTimeout)
+	}
+	if r.If != "" {
+		if err := e.CompileWaitCondition(r.If); err != nil {
+			return err
+		}
 	}
 	now := e.now()
 	due, err := update(ctx, e.store, func(tx *storage.Tx) (*storage.DueEntry, error) {
@@ -57,10 +65,16 @@ func (e *Engine) Wait(ctx context.Context, r WaitRequest) error {
 			URL: r.OnTimeout.URL, Method: "POST", NotBefore: now.Add(r.Timeout).UnixMilli(),
 		}
 		prepare(timer, e.ids.New(storage.PrefixMessage, now), now)
-		if err := tx.PutWaiter(r.Project, &Waiter{
+		w := &Waiter{
 			EventID: r.EventID, RunID: r.RunID, Deadline: timer.NotBefore, Timeout: r.TimeoutText,
 			Step: r.Step, Template: r.Resume, OnTimeout: r.OnTimeout, TimerID: timer.ID, CreatedAt: now.UnixMilli(),
-		}); err != nil {
+		}
+		if r.If != "" {
+			if err := e.conditionTx(tx, r.Project, r.RunID, r.If, w); err != nil {
+				return nil, err
+			}
+		}
+		if err := tx.PutWaiter(r.Project, w); err != nil {
 			return nil, err
 		}
 		if err := putNew(tx, timer, e.createdLog(timer, now)); err != nil {
@@ -98,13 +112,11 @@ func (e *Engine) Notify(ctx context.Context, project, eventID, runID string, dat
 	now := e.now()
 	res, err := update(ctx, e.store, func(tx *storage.Tx) (result, error) {
 		var res result
-		ws, err := e.waitersTx(tx, project, eventID, runID)
+		ws, more, err := e.waitersTx(tx, project, eventID, runID, IncomingEvent{Name: eventID, Data: data, Ts: now.UnixMilli()})
 		if err != nil {
 			return res, err
 		}
-		if len(ws) > e.cfg.MaxNotifyWaiters {
-			ws, res.more = ws[:e.cfg.MaxNotifyWaiters], true
-		}
+		res.more = more
 		if res.notified, res.fx, err = e.resolveWaitersTx(tx, project, ws, data, now); err != nil {
 			return res, err
 		}
@@ -165,19 +177,23 @@ func (e *Engine) resolveWaitersTx(tx *storage.Tx, project string, ws []Waiter, d
 	return out, fx, nil
 }
 
-func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string) ([]Waiter, error) {
+// waitersTx lists the waiters in wakes (waitcond.go), of runID only when set; more
+// reports that more than Config.MaxNotifyWaiters would have woken.
+func (e *Engine) waitersTx(tx *storage.Tx, project, eventID, runID string, in IncomingEvent) ([]Waiter, bool, error) {
 	if runID == "" {
-		// One more than is woken: whether more are waiting is told to the caller.
-		return tx.Waiters(project, eventID, e.cfg.MaxNotifyWaiters+1, 0)
+		return e.wakeableTx(tx, project, eventID, in, e.cfg.MaxNotifyWaiters)
 	}
 	w, err := tx.Waiter(project, eventID, runID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return []Waiter{*w}, nil
+	if !e.waiterHolds(w, in) {
+		return nil, false, nil
+	}
+	return []Waiter{*w}, false, nil
 }
 
 // dropWaiterTx removes a waiter and its timer; it returns the timer's due entry (nil when
@@ -250,7 +266,7 @@ func (e *Engine) fireWaitTimeout(timer *Message) ([]storage.DueEntry, error) {
 // Waiters lists the waiters of an event.
 func (e *Engine) Waiters(ctx context.Context, project, eventID string) ([]Waiter, error) {
 	return view(ctx, e.store, func(tx *storage.Tx) ([]Waiter, error) {
-		return tx.Waiters(project, eventID, e.cfg.MaxNotifyWaiters, e.cfg.MaxPageBytes)
+		return tx.AllWaiters(project, eventID, e.cfg.MaxNotifyWaiters, e.cfg.MaxPageBytes)
 	})
 }
 

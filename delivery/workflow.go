@@ -71,6 +71,9 @@ type RunInit struct {
 	FlowKeys []flowctl.RunKey
 	// Cap is a native workflow's AI spend cap, checked before each AI step of the run.
 	Cap *flowctl.Cap
+	// CancelKeys are the run's records in its workflow's cancelOn index, written by the
+	// caller in the same transaction and removed when the run ends.
+	CancelKeys []string
 	// StartKeyOnly: the message's flow control gates the run's first delivery only (a
 	// tokenThrottle's waitlist); the run's later deliveries have none.
 	StartKeyOnly bool
@@ -119,8 +122,8 @@ func (w *runs) createRunTx(tx *storage.Tx, m *Message, init *RunInit, now time.T
 		Retries: m.Retries, RetryDelay: m.RetryDelay, TimeoutMs: m.TimeoutMs, Labels: m.Labels,
 		Header: userHeaders(m.Header), CallerIP: m.CallerIP, FailureCallback: m.FailureCallback,
 		FlowControl: m.FlowControl, FlowExtra: m.FlowExtra, Parent: init.Parent, InvokeDepth: init.InvokeDepth, PriorityShiftMs: init.PriorityShiftMs,
-		FlowKeys: init.FlowKeys,
-		AICap:    init.Cap, TokenGate: m.TokenGate,
+		FlowKeys: init.FlowKeys, CancelKeys: init.CancelKeys,
+		AICap: init.Cap, TokenGate: m.TokenGate,
 		AwaitingSDK: init.UnknownSdk,
 	}
 	if init.StartKeyOnly {

@@ -105,6 +105,10 @@ func (w *runs) endRunTx(tx *storage.Tx, project string, run *Run, state string, 
 		}
 		fx.forget = dropped
 	}
+	if err := tx.DeleteCancelEntries(project, run.CancelKeys); err != nil {
+		return fx, err
+	}
+	run.CancelKeys = nil
 	// Events kept for a later wait go with the run; a failed run keeps them for a resume
 	// from the DLQ (the retention sweep and run deletion still remove them).
 	if state != RunFailed {

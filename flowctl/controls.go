@@ -61,9 +61,12 @@ type Batch struct {
 	Key       string `json:"key,omitempty"`
 }
 
-// Priority orders a workflow's deliveries as if enqueued shiftMs earlier.
+// Priority orders a workflow's deliveries as if enqueued shiftMs earlier; or, with Run, a
+// CEL expression over the event, as if enqueued that many seconds earlier (an int clamped
+// to ±MaxPriorityRunS), per run.
 type Priority struct {
-	ShiftMs int64 `json:"shiftMs"`
+	ShiftMs int64  `json:"shiftMs"`
+	Run     string `json:"run,omitempty"`
 }
 
 // Singleton keeps at most one non-terminal run per key.
@@ -113,6 +116,8 @@ const (
 	MaxConcurrencyLimit   = 100_000
 	MaxConcurrencies      = 2
 	MaxKeyPathLen         = 256
+	MaxKeyExprLen         = 1024
+	MaxPriorityRunS       = 600
 	MaxBatchSize          = 1_000
 	DefaultIdempotencyMs  = 24 * 60 * 60 * 1000
 	SingletonCancel       = "cancel"
@@ -167,7 +172,7 @@ func ParseControls(fields map[string]json.RawMessage) (Controls, error) {
 		{"rateLimit", &c.RateLimit, []string{"limit", "perMs", "key"}},
 		{"debounce", &c.Debounce, []string{"periodMs", "key", "timeoutMs"}},
 		{"batch", &c.Batch, []string{"maxSize", "timeoutMs", "key"}},
-		{"priority", &c.Priority, []string{"shiftMs"}},
+		{"priority", &c.Priority, []string{"shiftMs", "run"}},
 		{"singleton", &c.Singleton, []string{"key", "mode"}},
 		{"idempotency", &c.Idempotency, []string{"key", "periodMs"}},
 		{"cap", &c.Cap, []string{"maxCost", "maxTokens"}},
@@ -326,6 +331,14 @@ func (c *Controls) Validate() error {
 	if p := c.Priority; p != nil && (p.ShiftMs < -maxPriorityShiftMs || p.ShiftMs > maxPriorityShiftMs) {
 		return fieldErr("priority.shiftMs", "must be between %d and %d (±12 h), got %d", -maxPriorityShiftMs, maxPriorityShiftMs, p.ShiftMs)
 	}
+	if p := c.Priority; p != nil && p.Run != "" {
+		if p.ShiftMs != 0 {
+			return fieldErr("priority.run", "give shiftMs or run, not both")
+		}
+		if len(p.Run) > MaxKeyExprLen {
+			return fieldErr("priority.run", "the expression is %d bytes, the limit is %d", len(p.Run), MaxKeyExprLen)
+		}
+	}
 	if s := c.Singleton; s != nil {
 		switch s.Mode {
 		case "":
@@ -419,8 +432,16 @@ func inRange(field string, v, lo, hi int64) error {
 	return nil
 }
 
+// checkKey checks a key path, or only the length of a key expression (the caller
+// compiles expressions: flowctl has no CEL).
 func checkKey(field, path string) error {
 	if path == "" {
+		return nil
+	}
+	if IsKeyExpr(path) {
+		if len(path) > MaxKeyExprLen {
+			return fieldErr(field+".key", "the expression is %d bytes, the limit is %d", len(path), MaxKeyExprLen)
+		}
 		return nil
 	}
 	if err := CheckKeyPath(path); err != nil {

@@ -28,6 +28,33 @@ func CheckKeyPath(path string) error {
 	return nil
 }
 
+// IsKeyExpr reports whether a control's key is a CEL expression over the event rather than
+// a dotted path into its data: it starts with "event." or is not a plain dotted path
+// (segments of letters, digits, '_' and '-').
+func IsKeyExpr(key string) bool {
+	if strings.HasPrefix(key, "event.") {
+		return true
+	}
+	for _, seg := range strings.Split(key, ".") {
+		for _, r := range seg { // an empty segment is a malformed path (CheckKeyPath says so)
+			if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// BoundKeyValue replaces a key value longer than MaxKeyValueLen by "sha256:" and its hex
+// SHA-256, as ResolveKey does.
+func BoundKeyValue(value string) string {
+	if len(value) > MaxKeyValueLen {
+		sum := sha256.Sum256([]byte(value))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return value
+}
+
 // MaxKeyValueLen bounds a resolved key value: a longer one is replaced by its hash (see
 // ResolveKey). Key values become parts of storage keys, which every engine bounds
 // (PostgreSQL refuses an index row over about 2.7 KB, bbolt a key over 32 KiB).
@@ -42,11 +69,7 @@ const MaxKeyValueLen = 256
 // value, and never the spelling of a JSON scalar, so it meets no short value.
 func ResolveKey(data json.RawMessage, path string) (value string, ok bool) {
 	value, ok = resolveKey(data, path)
-	if len(value) > MaxKeyValueLen {
-		sum := sha256.Sum256([]byte(value))
-		value = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	return value, ok
+	return BoundKeyValue(value), ok
 }
 
 func resolveKey(data json.RawMessage, path string) (value string, ok bool) {

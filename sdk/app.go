@@ -35,6 +35,8 @@ type Workflow struct {
 	Idempotency   *Idempotency
 	Cap           *Cap
 	TokenThrottle *TokenThrottle
+	// CancelOn are events that cancel the workflow's live runs they match (at most 8).
+	CancelOn []CancelOn
 
 	// Handler runs the workflow; the App serves it at URL. Nil: the workflow is served
 	// elsewhere (another process, a TypeScript serve() route) and URL is required.
@@ -157,7 +159,7 @@ func (a *App) Definition() wire.AppDefinition {
 		for _, c := range w.Crons {
 			ts = append(ts, wire.Trigger{Cron: c.Expr, TZ: c.TZ})
 		}
-		out.Workflows[i] = wire.WorkflowDefinition{Name: w.Name, URL: a.urls[i], Triggers: ts, Retries: w.Retries,
+		out.Workflows[i] = wire.WorkflowDefinition{Name: w.Name, URL: a.urls[i], Triggers: ts, Retries: w.Retries, CancelOn: w.CancelOn,
 			Controls: wire.Controls{Concurrency: w.Concurrency, Throttle: w.Throttle, RateLimit: w.RateLimit,
 				Debounce: w.Debounce, Batch: w.Batch, Priority: w.Priority, Singleton: w.Singleton,
 				Idempotency: w.Idempotency, Cap: w.Cap, TokenThrottle: w.TokenThrottle}}

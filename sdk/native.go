@@ -25,8 +25,11 @@ type (
 	Debounce = wire.Debounce
 	// Batch starts one run per MaxSize events or TimeoutMs after the first.
 	Batch = wire.Batch
-	// Priority orders the workflow's deliveries as if enqueued ShiftMs earlier.
+	// Priority orders the workflow's deliveries as if enqueued ShiftMs earlier (or, with
+	// Run, a CEL expression over the event, that many seconds earlier per run).
 	Priority = wire.Priority
+	// CancelOn is an event that cancels a workflow's runs it matches (Workflow.CancelOn).
+	CancelOn = wire.CancelOn
 	// Singleton keeps at most one live run per key.
 	Singleton = wire.Singleton
 	// Idempotency starts one run per key value per window.

@@ -345,10 +345,52 @@ type WaitResult struct {
 
 // WaitForEvent waits until eventID is notified (Client.Notify) or timeout passes.
 func (c *Context) WaitForEvent(name, eventID string, timeout time.Duration) (WaitResult, error) {
-	return c.wait(name, "Wait", eventID, timeout)
+	return c.wait(name, "Wait", eventID, timeout, "")
 }
 
-func (c *Context) wait(name, stepType, eventID string, timeout time.Duration) (WaitResult, error) {
+// Wait describes a wait for an event (WaitForEvent).
+type Wait struct {
+	// Event is the event to wait for: an event name (POST /events) or a notify id.
+	Event string
+	// Timeout bounds the wait (default 7 days).
+	Timeout time.Duration
+	// Match is a dotted path ("data.orderId"): only an event whose value there equals
+	// the value in this run's triggering event wakes the wait. The server indexes it.
+	Match string
+	// If is a CEL condition over `event` (this run's triggering event) and `async` (the
+	// incoming event), e.g. `async.data.amount > 100`: only an event for which it holds
+	// wakes the wait. With Match, both must hold.
+	If string
+}
+
+// defaultWaitTimeout is a Wait's timeout when none is given (the SDKs' "7d").
+const defaultWaitTimeout = 7 * 24 * time.Hour
+
+// WaitForEvent waits for w.Event, woken only by an event that satisfies w.Match and
+// w.If (none: any event of the name), or until w.Timeout passes. A condition that does
+// not compile fails the step: the server answers the wait with a 400 naming it.
+func WaitForEvent(c *Context, name string, w Wait) (WaitResult, error) {
+	timeout := w.Timeout
+	if timeout <= 0 {
+		timeout = defaultWaitTimeout
+	}
+	return c.wait(name, "Wait", w.Event, timeout, waitCondition(w.Match, w.If))
+}
+
+// waitCondition is the Duraton-Wait-If value of a match and an if (one line: a header
+// value holds no line break, and CEL reads one as a space).
+func waitCondition(match, cond string) string {
+	cond = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(cond)
+	switch {
+	case match != "" && cond != "":
+		return "(" + wire.WaitMatchIf(match) + ") && (" + cond + ")"
+	case match != "":
+		return wire.WaitMatchIf(match)
+	}
+	return cond
+}
+
+func (c *Context) wait(name, stepType, eventID string, timeout time.Duration, cond string) (WaitResult, error) {
 	id := c.take()
 	if s, ok, err := c.recorded(id, name, stepType); err != nil {
 		return WaitResult{}, err
@@ -377,6 +419,9 @@ func (c *Context) wait(name, stepType, eventID string, timeout time.Duration) (W
 	header := http.Header{}
 	for k, v := range c.stepHeaders() {
 		header.Set(k, v)
+	}
+	if cond != "" {
+		header.Set(wire.HeaderWaitIf, cond)
 	}
 	if err := c.h.client.do(c.requestContext(), http.MethodPost, "/v2/wait/"+url.PathEscape(eventID), nil, header, body, nil); err != nil {
 		panic(stepFailed{err})
@@ -425,7 +470,7 @@ type WebhookCall = wire.WebhookCall
 
 // WaitForWebhook waits until the webhook is called (or timeout passes).
 func (c *Context) WaitForWebhook(name string, hook Webhook, timeout time.Duration) (WebhookCall, bool, error) {
-	res, err := c.wait(name, "WaitForWebhook", hook.EventID, timeout)
+	res, err := c.wait(name, "WaitForWebhook", hook.EventID, timeout, "")
 	if err != nil || res.Timeout {
 		return WebhookCall{}, res.Timeout, err
 	}

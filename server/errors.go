@@ -66,7 +66,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status, msg = http.StatusBadRequest, err.Error()
 		case errors.Is(err, delivery.ErrRunNotFound):
 			status, msg = http.StatusNotFound, err.Error()
-		case errors.Is(err, delivery.ErrBadStep):
+		case errors.Is(err, delivery.ErrBadStep), errors.Is(err, delivery.ErrWaitCondition):
 			status, msg = http.StatusBadRequest, err.Error()
 		case errors.Is(err, delivery.ErrRunLimit), errors.Is(err, delivery.ErrQueueLimit), errors.Is(err, delivery.ErrFlowKeyLimit):
 			status, msg = http.StatusPreconditionFailed, err.Error()

@@ -60,14 +60,15 @@ func (h *nativeHandlers) enabled() error {
 
 // workflowView is a definition as the API shows it.
 type workflowView struct {
-	App         string           `json:"app"`
-	Name        string           `json:"name"`
-	URL         string           `json:"url"`
-	Triggers    []native.Trigger `json:"triggers"`
-	Retries     int              `json:"retries"`
-	FlowControl flowctl.Controls `json:"flowControl"`
-	CreatedAt   int64            `json:"createdAt"`
-	UpdatedAt   int64            `json:"updatedAt"`
+	App         string            `json:"app"`
+	Name        string            `json:"name"`
+	URL         string            `json:"url"`
+	Triggers    []native.Trigger  `json:"triggers"`
+	Retries     int               `json:"retries"`
+	FlowControl flowctl.Controls  `json:"flowControl"`
+	CancelOn    []native.CancelOn `json:"cancelOn,omitempty"`
+	CreatedAt   int64             `json:"createdAt"`
+	UpdatedAt   int64             `json:"updatedAt"`
 }
 
 func toWorkflowViews(defs []native.Workflow) []workflowView {

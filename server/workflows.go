@@ -200,6 +200,7 @@ func (h *workflowHandlers) wait(c echo.Context) error {
 	err = h.engine.Wait(c.Request().Context(), delivery.WaitRequest{
 		Project: project, EventID: c.Param("eventId"), RunID: resume.RunID,
 		Timeout: timeout, TimeoutText: text, Step: req.Step, Resume: resume, OnTimeout: onTimeout,
+		If: c.Request().Header.Get(wire.HeaderWaitIf),
 	})
 	if err != nil {
 		return err

@@ -53,6 +53,7 @@ type WorkflowDef struct {
 	Triggers    []Trigger        `json:"triggers"`
 	Retries     int              `json:"retries"`
 	FlowControl flowctl.Controls `json:"flowControl"`
+	CancelOn    []CancelOn       `json:"cancelOn,omitempty"` // cancelon.go
 	CreatedAt   int64            `json:"createdAt"`
 	UpdatedAt   int64            `json:"updatedAt"`
 }
@@ -82,6 +83,8 @@ type Event struct {
 	ScheduledFor int64           `json:"scheduledFor,omitempty"`
 	Pending      bool            `json:"pending,omitempty"`
 	Runs         []EventRun      `json:"runs"`
+	// Cancelled are the runs the event cancelled, per workflow (cancelon.go).
+	Cancelled []EventCancel `json:"cancelled,omitempty"`
 }
 
 // ---- apps and definitions
@@ -137,7 +140,7 @@ func (t *Tx) PutWorkflowDef(project string, d *WorkflowDef) error {
 			return err
 		}
 	}
-	return nil
+	return t.putCancelOnIndex(project, d)
 }
 
 // WorkflowDef reads a definition by workflow name.
@@ -165,6 +168,9 @@ func (t *Tx) DeleteWorkflowDef(project, name string) error {
 				return err
 			}
 		}
+	}
+	if err := t.deleteCancelOnIndex(project, d); err != nil {
+		return err
 	}
 	return t.bucket(project, bucketWorkflowDef).Delete([]byte(name))
 }

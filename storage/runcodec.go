@@ -17,7 +17,8 @@ import (
 //	AI usage, token gate and parent link as optional length-prefixed JSON (rare).
 //
 // Format 2 (0x02, written now) is format 1 followed by a uvarint of flags (bit 0:
-// AwaitingSDK); format-1 records are still read (no flags).
+// AwaitingSDK; bit 1: an extension follows, the JSON of runExt: which flow keys are
+// expressions and their errors, cancelledBy); format-1 records are still read (no flags).
 //
 // HistoryLen and HistoryBytes are not part of it (they live in the run's cursor). Runs
 // written before are JSON and start with '{'; they are still read. Another first byte
@@ -65,17 +66,75 @@ func encodeRun(r *Run) ([]byte, error) {
 	if buf, err = appendOptionalJSON(buf, r.Parent); err != nil {
 		return nil, err
 	}
-	return binary.AppendUvarint(buf, runFlags(r)), nil
+	ext := extOf(r)
+	buf = binary.AppendUvarint(buf, runFlags(r, ext != nil))
+	if ext != nil {
+		return appendOptionalJSON(buf, ext)
+	}
+	return buf, nil
 }
 
-const runFlagAwaitingSDK = 1 << 0
+const (
+	runFlagAwaitingSDK = 1 << 0
+	runFlagExt         = 1 << 1
+)
 
-func runFlags(r *Run) uint64 {
+func runFlags(r *Run, ext bool) uint64 {
 	var f uint64
 	if r.AwaitingSDK {
 		f |= runFlagAwaitingSDK
 	}
+	if ext {
+		f |= runFlagExt
+	}
 	return f
+}
+
+// runExt holds a run's rarer fields (flag runFlagExt).
+type runExt struct {
+	Keys        []keyExt     `json:"keys,omitempty"`
+	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
+	CancelKeys  []string     `json:"cancelKeys,omitempty"`
+}
+
+// keyExt marks FlowKeys[I] an expression, with the error that left it without a value.
+type keyExt struct {
+	I     int    `json:"i"`
+	Error string `json:"error,omitempty"`
+}
+
+func extOf(r *Run) *runExt {
+	if r.CancelledBy == nil && len(r.CancelKeys) == 0 && !anyExpr(r.FlowKeys) {
+		return nil // no allocation for the common run
+	}
+	var x runExt
+	for i, k := range r.FlowKeys {
+		if k.Expr {
+			x.Keys = append(x.Keys, keyExt{I: i, Error: k.Error})
+		}
+	}
+	x.CancelledBy, x.CancelKeys = r.CancelledBy, r.CancelKeys
+	return &x
+}
+
+func anyExpr(keys []flowctl.RunKey) bool {
+	for _, k := range keys {
+		if k.Expr {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *runExt) applyTo(r *Run) error {
+	for _, k := range x.Keys {
+		if k.I < 0 || k.I >= len(r.FlowKeys) {
+			return fmt.Errorf("flow key %d of %d", k.I, len(r.FlowKeys))
+		}
+		r.FlowKeys[k.I].Expr, r.FlowKeys[k.I].Error = true, k.Error
+	}
+	r.CancelledBy, r.CancelKeys = x.CancelledBy, x.CancelKeys
+	return nil
 }
 
 // decodeRun reads a run record of either format into r (not its cursor).
@@ -130,10 +189,20 @@ func decodeRun(data []byte, r *Run) error {
 	decodeOptionalJSON(&d, &r.Parent)
 	if format == runFormat2 {
 		flags := d.uvarint()
-		if flags&^runFlagAwaitingSDK != 0 && d.err == nil {
+		if flags&^(runFlagAwaitingSDK|runFlagExt) != 0 && d.err == nil {
 			d.err = fmt.Errorf("unknown run flags %#x (written by a newer Duraton?)", flags)
 		}
 		r.AwaitingSDK = flags&runFlagAwaitingSDK != 0
+		if flags&runFlagExt != 0 {
+			var x *runExt
+			decodeOptionalJSON(&d, &x)
+			if x == nil && d.err == nil {
+				d.err = fmt.Errorf("the run's extension is missing")
+			}
+			if x != nil && d.err == nil {
+				d.err = x.applyTo(r)
+			}
+		}
 	}
 	if d.err == nil && d.pos != len(d.s) {
 		d.err = fmt.Errorf("trailing bytes")

@@ -84,6 +84,16 @@ type Run struct {
 	// endpoint's SDK has not yet re-published its init (docs/protocol.md, "Starting
 	// a run").
 	AwaitingSDK bool `json:"awaitingSdk,omitempty"`
+	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
+	CancelledBy *CancelledBy `json:"cancelledBy,omitempty"`
+	// CancelKeys are the run's records in its workflow's cancelOn index (cancelon.go),
+	// removed when it ends.
+	CancelKeys []string `json:"cancelKeys,omitempty"`
+}
+
+// CancelledBy is the event that cancelled a run (a workflow's cancelOn).
+type CancelledBy struct {
+	EventID string `json:"eventId"`
 }
 
 // Live reports whether the run has not ended.

@@ -43,6 +43,9 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	conc := fs.Int("concurrency", 64, "concurrent sending clients")
 	fanOut := fs.Int("fan-out", 2, "workflows each event starts a run of (1..10)")
 	low := fs.Int("low-load", 200, "events sent one at a time (each waits for its runs' first deliveries) for the low-load latency")
+	waiters := fs.Int("waiters", 0, "the correlated-wait case instead: this many runs wait for one event name (half match, half if), then --waiter-events events wake one each (0: off; at most 100000)")
+	waiterEvents := fs.Int("waiter-events", 200, "with --waiters: events sent one at a time, each waking one waiting run")
+	waiterIf := fs.String("waiter-if", "async.data.orderId == event.data.orderId && async.data.amount > 0", "with --waiters: the condition of the `if` half (an order's pay event has data.orderId and data.amount > 0; data.ref is its orderId too)")
 	jsonOnly := fs.Bool("json", false, "print only the JSON result line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -51,11 +54,21 @@ func runBenchEvents(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *events < 1 || *per < 1 || *per > 1000 || *conc < 1 || *conc > 10_000 || *low < 0 || *fanOut < 1 || *fanOut > 10 {
 		return errors.New("want --events ≥ 1, --per-request 1..1000, --concurrency 1..10000, --fan-out 1..10, --low-load ≥ 0")
 	}
+	if *waiters < 0 || *waiters > 100_000 || *waiterEvents < 1 {
+		return errors.New("want --waiters 0..100000 and --waiter-events ≥ 1")
+	}
 	stop, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if *waiters > 0 {
+		res, err := benchWaiters(ctx, *waiters, min(*waiterEvents, *waiters), *waiterIf, progressWriter(stderr, *jsonOnly))
+		if err != nil {
+			return err
+		}
+		return printJSONLine(stdout, res)
+	}
 	res, err := benchEvents(ctx, *events, *per, *conc, *low, *fanOut, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err

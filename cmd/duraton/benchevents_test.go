@@ -21,3 +21,17 @@ func TestBenchEventsSmall(t *testing.T) {
 	require.Positive(t, res.LowLoadP50Ms)
 	require.GreaterOrEqual(t, res.LowLoadP99Ms, res.LowLoadP50Ms)
 }
+
+// TestBenchWaitersSmall runs the correlated-wait case small: every event wakes exactly
+// its own run (match and if alike), and the figures are filled.
+func TestBenchWaitersSmall(t *testing.T) {
+	res, err := benchWaiters(context.Background(), 40, 10, "async.data.ref == event.data.orderId && async.data.amount > 0", func(int, int) {})
+	require.NoError(t, err)
+	require.Equal(t, 40, res.Waiters)
+	require.Equal(t, 10, res.Events)
+	require.Zero(t, res.WrongWakes)
+	require.Positive(t, res.P50Ms)
+	require.Positive(t, res.MatchP50Ms)
+	require.Positive(t, res.IfP50Ms)
+	require.GreaterOrEqual(t, res.P99Ms, res.P50Ms)
+}

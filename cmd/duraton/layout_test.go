@@ -18,6 +18,7 @@ const modulePath = "github.com/duraton/duraton"
 // package imports them.
 var allowedImports = map[string][]string{
 	"flowctl":                      {},
+	"flowctl/expr":                 {},
 	"storage":                      {"flowctl", "storage/kv", "storage/internal/wal", "storage/internal/boltkv", "storage/internal/walkv"},
 	"storage/kv":                   {},
 	"storage/internal/boltkv":      {"storage/kv"},
@@ -35,9 +36,9 @@ var allowedImports = map[string][]string{
 	"delivery/deliverytest":        {},
 	"delivery/schedule":            {"delivery", "storage", "sdk/wire"},
 	"delivery/urlgroup":            {"storage"},
-	"delivery/native":              {"delivery", "storage", "flowctl", "sdk/wire"},
-	"delivery":                     {"storage", "flowctl", "sdk/wire", "delivery/internal/sched", "delivery/internal/aimeter", "delivery/netguard", "delivery/internal/h1", "delivery/retrydelay"},
-	"server":                       {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "sdk/wire", "server/replica", "server/internal/authlimit"},
+	"delivery/native":              {"delivery", "storage", "flowctl", "flowctl/expr", "sdk/wire"},
+	"delivery":                     {"storage", "flowctl", "flowctl/expr", "sdk/wire", "delivery/internal/sched", "delivery/internal/aimeter", "delivery/netguard", "delivery/internal/h1", "delivery/retrydelay"},
+	"server":                       {"delivery", "delivery/retrydelay", "delivery/netguard", "delivery/schedule", "delivery/urlgroup", "delivery/native", "flowctl", "flowctl/expr", "sdk/wire", "server/replica", "server/internal/authlimit"},
 	"server/internal/authlimit":    {},
 	"server/metrics":               {"delivery"},
 	"server/console":               {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/internal/authlimit"},

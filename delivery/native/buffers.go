@@ -39,8 +39,7 @@ func (s *Service) bufferTx(n *delivery.NativeTx, project string, d *Workflow, ev
 	default:
 		return EventRun{}, false, nil
 	}
-	value, _ := flowctl.ResolveKey(ev.Data, keyPath)
-	key := gateKey(d.Name, gate, value)
+	key := gateKey(d.Name, gate, s.keyValue(newKeyEvent(ev), keyPath))
 	b, err := n.Tx.GateBuffer(project, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		b, err = &storage.GateBuffer{Workflow: d.Name, Gate: gate, FirstAt: now}, nil
@@ -106,9 +105,9 @@ func (s *Service) flushTx(n *delivery.NativeTx, project, key string) (EventRun, 
 // scheduler admits together with the run's concurrency (runPublication).
 func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, events []payloadEvent) (EventRun, error) {
 	var singletonKey string
+	ke := newKeyEvent(events[0])
 	if g := d.FlowControl.Singleton; g != nil {
-		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
-		singletonKey = gateKey(d.Name, gateSingleton, value)
+		singletonKey = gateKey(d.Name, gateSingleton, s.keyValue(ke, g.Key))
 		st, err := readGate(n.Tx, project, singletonKey)
 		if err != nil {
 			return EventRun{}, err
@@ -128,11 +127,15 @@ func (s *Service) startTx(n *delivery.NativeTx, project string, d *Workflow, eve
 			}
 		}
 	}
-	pub, err := runPublication(project, d, events, s.ids.New(runIDPrefix, n.Now))
+	pub, err := runPublication(project, d, events, s.ids.New(runIDPrefix, n.Now), func(key string) string { return s.keyValue(ke, key) })
 	if err != nil {
 		return EventRun{}, err
 	}
-	pub.Init.FlowKeys = d.FlowControl.ResolveKeys(events[0].Data) // shown on GET /runs/{id}
+	pub.Init.FlowKeys = s.runKeys(d, ke) // shown on GET /runs/{id}
+	if pub.Init.CancelKeys, err = s.indexCancelTx(n.Tx, project, d, pub.Message.RunID, events[0], n.Now.UnixMilli()); err != nil {
+		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)
+	}
+	pub.Init.PriorityShiftMs = s.priorityShiftMs(d, ke)
 	res, err := n.StartRun(pub)
 	if err != nil {
 		return EventRun{}, fmt.Errorf("workflow %q: %w", d.Name, err)

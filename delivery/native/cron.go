@@ -199,7 +199,8 @@ func (s *Service) fireCronTx(n *delivery.NativeTx, project string, nt storage.Na
 		return EventRun{}, false, err
 	}
 	ev := Event{ID: s.ids.New(storage.PrefixEvent, now), Name: storage.CronEventName, Data: data, Ts: at.UnixMilli(), Runs: []EventRun{}}
-	r, err := s.routeTx(n, project, d, payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts})
+	pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
+	r, err := s.routeTx(n, project, d, pe, newKeyEvent(pe))
 	if err != nil {
 		return EventRun{}, false, fmt.Errorf("workflow %q: %w", d.Name, err)
 	}

@@ -33,10 +33,11 @@ type (
 	Workflow = storage.WorkflowDef
 	App      = storage.App
 	Trigger  = storage.Trigger
+	CancelOn = storage.CancelOn
 )
 
 // workflowFields are the definition fields besides the controls.
-var workflowFields = []string{"name", "url", "triggers", "retries"}
+var workflowFields = []string{"name", "url", "triggers", "retries", "cancelOn"}
 
 // ParseApp reads a PUT /apps/{app} body ({"workflows": [...]}) into normalized
 // definitions, strictly: every error names the workflow and the field. URLs are checked
@@ -145,6 +146,12 @@ func (s *Service) parseWorkflow(i int, raw json.RawMessage) (Workflow, error) {
 		}
 	}
 	d.FlowControl, err = flowctl.ParseControls(fields)
+	if err == nil {
+		err = s.compileDef(&d)
+	}
+	if raw, ok := fields["cancelOn"]; ok && err == nil {
+		d.CancelOn, err = s.parseCancelOn(raw)
+	}
 	if err != nil {
 		var fe *flowctl.FieldError
 		if errors.As(err, &fe) {

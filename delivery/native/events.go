@@ -46,6 +46,9 @@ type EventResult struct {
 	Deduped      bool       `json:"deduped,omitempty"`
 	ScheduledFor int64      `json:"scheduledFor,omitempty"`
 	Runs         []EventRun `json:"runs"`
+	// Cancelled lists, per workflow whose cancelOn the event satisfied, the runs it
+	// cancelled (cancelon.go).
+	Cancelled []EventCancel `json:"cancelled,omitempty"`
 }
 
 // ParseEvents reads a POST /events body: one event object or an array of them (at most
@@ -204,7 +207,7 @@ func (s *Service) sendTx(n *delivery.NativeTx, project string, in EventIn) (Even
 	if err := s.fanOutTx(n, project, &ev); err != nil {
 		return EventResult{}, err
 	}
-	return EventResult{ID: ev.ID, Runs: ev.Runs}, nil
+	return EventResult{ID: ev.ID, Runs: ev.Runs, Cancelled: ev.Cancelled}, nil
 }
 
 // fanOutTx passes ev to every workflow its name triggers, wakes its waiters and stores
@@ -214,23 +217,30 @@ func (s *Service) fanOutTx(n *delivery.NativeTx, project string, ev *Event) erro
 	if err != nil {
 		return err
 	}
+	pe := payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}
+	// Cancels first: a run this event starts is not one it cancels.
+	if ev.Cancelled, err = s.cancelTx(n, project, pe); err != nil {
+		return err
+	}
+	ke := newKeyEvent(pe)
 	for i := range defs {
 		d := &defs[i]
-		r, err := s.routeTx(n, project, d, payloadEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts})
+		r, err := s.routeTx(n, project, d, pe, ke)
 		if err != nil {
 			return fmt.Errorf("workflow %q: %w", d.Name, err)
 		}
 		ev.Runs = append(ev.Runs, r)
 	}
-	if _, err := n.Notify(project, ev.Name, ev.Data); err != nil {
+	if _, err := n.NotifyEvent(project, delivery.IncomingEvent{ID: ev.ID, Name: ev.Name, Data: ev.Data, Ts: ev.Ts}); err != nil {
 		return err
 	}
 	return n.Tx.PutEvent(project, ev)
 }
 
-// routeTx passes one event to one workflow: its gates, then a buffer or a new run.
-func (s *Service) routeTx(n *delivery.NativeTx, project string, d *Workflow, pe payloadEvent) (EventRun, error) {
-	v, err := admit(n.Tx, project, d, pe.Data, n.Now)
+// routeTx passes one event to one workflow: its gates, then a buffer or a new run. ke
+// evaluates the gates' keys over pe (one per event, shared by its workflows).
+func (s *Service) routeTx(n *delivery.NativeTx, project string, d *Workflow, pe payloadEvent, ke *keyEvent) (EventRun, error) {
+	v, err := admit(n.Tx, project, d, func(key string) string { return s.keyValue(ke, key) }, n.Now)
 	if err != nil {
 		return EventRun{}, err
 	}
@@ -262,7 +272,7 @@ type payload struct {
 // SDK's trigger would publish (the Upstash-Workflow-Sdk-Version forwarded on the first
 // delivery, a failure callback to the workflow URL), plus Duraton-Workflow and
 // Duraton-App on every delivery.
-func runPublication(project string, d *Workflow, events []payloadEvent, runID string) (delivery.Publication, error) {
+func runPublication(project string, d *Workflow, events []payloadEvent, runID string, keyOf func(key string) string) (delivery.Publication, error) {
 	body, err := wire.CompactJSON(payload{payloadEvent: events[0], Events: events})
 	if err != nil {
 		return delivery.Publication{}, fmt.Errorf("event payload: %w", err)
@@ -299,7 +309,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// with the limit as its parallelism), so at most limit of them are in flight per
 		// scope. The first scope is the run's waitlist; a second is a further key whose
 		// slot the scheduler admits together with the first's.
-		value, _ := flowctl.ResolveKey(events[0].Data, c.Key)
+		value := keyOf(c.Key)
 		key := concurrencyKey(d.Name, i, value)
 		if c.Scope == flowctl.ScopeApp {
 			key = appConcurrencyKey(d.App, c, value)
@@ -316,7 +326,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 		// it, together with the concurrency slots: a start held back by concurrency
 		// spends nothing. A run without concurrency waits in a waitlist of its own
 		// scope, with no limit but the gate, so it holds up no one else.
-		value, _ := flowctl.ResolveKey(events[0].Data, g.Key)
+		value := keyOf(g.Key)
 		m.StartGate = throttleGate(gateKey(d.Name, gateThrottle, value), g)
 		if m.FlowControl == nil {
 			m.FlowControl = &flowctl.Config{Key: throttleKey(d.Name, value), Period: flowctl.DefaultPeriod}
@@ -325,7 +335,7 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 	if tt := d.FlowControl.TokenThrottle; tt != nil {
 		// The run's first delivery waits while the scope's AI token bucket is empty
 		// (delivery/internal/sched/tokengate.go); its AI steps are debited from the bucket.
-		value, _ := flowctl.ResolveKey(events[0].Data, tt.Key)
+		value := keyOf(tt.Key)
 		m.TokenGate = &storage.TokenGate{Key: gateKey(d.Name, gateTokens, value), Tokens: tt.Tokens, PerMs: tt.PerMs, Estimate: tt.Estimate}
 		if m.FlowControl == nil {
 			// A waitlist of the scope for the first delivery only: the run's later
@@ -333,9 +343,6 @@ func runPublication(project string, d *Workflow, events []payloadEvent, runID st
 			m.FlowControl = &flowctl.Config{Key: flowKeyOf(d.Name, value+"\x00tokens"), Period: flowctl.DefaultPeriod}
 			init.StartKeyOnly = true
 		}
-	}
-	if p := d.FlowControl.Priority; p != nil {
-		init.PriorityShiftMs = p.ShiftMs
 	}
 	init.Cap = d.FlowControl.Cap // checked before each AI step (delivery/ai.go)
 	return delivery.Publication{Message: m, Init: init}, nil

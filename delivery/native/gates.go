@@ -34,13 +34,13 @@ type verdict struct {
 	writes           map[string]gateState // the states to store when the event is admitted
 }
 
-// admit checks the workflow's gates for an event with data at now. It writes nothing.
-func admit(tx *storage.Tx, project string, d *Workflow, data []byte, now time.Time) (verdict, error) {
+// admit checks the workflow's gates for an event at now (keyOf resolves a control's key
+// for it). It writes nothing.
+func admit(tx *storage.Tx, project string, d *Workflow, keyOf func(key string) string, now time.Time) (verdict, error) {
 	v := verdict{writes: map[string]gateState{}}
 	fc := &d.FlowControl
 	if g := fc.Idempotency; g != nil {
-		value, _ := flowctl.ResolveKey(data, g.Key)
-		key := gateKey(d.Name, "idempotency", value)
+		key := gateKey(d.Name, "idempotency", keyOf(g.Key))
 		st, err := readGate(tx, project, key)
 		if err != nil {
 			return v, err
@@ -52,8 +52,7 @@ func admit(tx *storage.Tx, project string, d *Workflow, data []byte, now time.Ti
 		v.writes[key] = gateState{ExpiresAt: now.UnixMilli() + g.PeriodMs}
 	}
 	if g := fc.RateLimit; g != nil {
-		value, _ := flowctl.ResolveKey(data, g.Key)
-		key := gateKey(d.Name, "rateLimit", value)
+		key := gateKey(d.Name, "rateLimit", keyOf(g.Key))
 		st, err := readGate(tx, project, key)
 		if err != nil {
 			return v, err

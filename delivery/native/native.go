@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/flowctl/expr"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -101,6 +102,7 @@ type Service struct {
 	ids    storage.IDGen
 	kick   chan struct{} // wakes the flusher (capacity 1)
 	runs   *runBudget    // runs each project's event requests are creating
+	exprs  *expr.Cache   // the compiled expressions of definitions (keys.go)
 
 	mu   sync.Mutex
 	stop context.CancelFunc // of the running flusher; nil when stopped
@@ -120,7 +122,7 @@ func New(cfg Config, store Store, engine *delivery.Engine) (*Service, error) {
 	if cfg.MaxRunsInFlight < cfg.MaxRunsPerRequest {
 		return nil, fmt.Errorf("native: Config.MaxRunsInFlight (%d) must be at least MaxRunsPerRequest (%d)", cfg.MaxRunsInFlight, cfg.MaxRunsPerRequest)
 	}
-	return &Service{cfg: cfg, store: store, engine: engine, kick: make(chan struct{}, 1), runs: newRunBudget(cfg.MaxRunsInFlight)}, nil
+	return &Service{cfg: cfg, store: store, engine: engine, kick: make(chan struct{}, 1), runs: newRunBudget(cfg.MaxRunsInFlight), exprs: expr.NewCache(0)}, nil
 }
 
 // MaxEventsPerRequest is the configured cap of one POST /events.

@@ -70,16 +70,21 @@ type RunView struct {
 	// Usage is what the run's AI steps spent; Cap the run's AI cap in force.
 	Usage *flowctl.AIUsage `json:"usage,omitempty"`
 	Cap   *flowctl.Cap     `json:"cap,omitempty"`
+	// CancelledBy names the event whose workflow's cancelOn cancelled the run.
+	CancelledBy *storage.CancelledBy `json:"cancelledBy,omitempty"`
 }
 
 // RunKey is one keyed control of a run as resolved when the run was created: its key
 // path and either Scope "key" with the resolved Value (a JSON scalar: "a1", 1, true) or
 // Scope "workflow" (the whole-workflow scope: no path, or the path named a missing field,
-// an object, an array or null).
+// an object, an array or null). A key expression shows Expr instead of Path, its Value
+// as the key's text (a JSON string) or null, and Error when it had no value.
 type RunKey struct {
 	Path  string          `json:"path,omitempty"`
+	Expr  string          `json:"expr,omitempty"`
 	Scope string          `json:"scope"`
 	Value json.RawMessage `json:"value,omitempty"`
+	Error string          `json:"error,omitempty"`
 }
 
 // Scopes of a RunKey.
@@ -93,6 +98,15 @@ func runKeys(keys []flowctl.RunKey) map[string]RunKey {
 	out := make(map[string]RunKey, len(keys))
 	for _, k := range keys {
 		v := RunKey{Path: k.Path, Scope: ScopeWorkflow}
+		if k.Expr {
+			v = RunKey{Expr: k.Path, Scope: ScopeWorkflow, Value: json.RawMessage("null"), Error: k.Error}
+			if !k.WholeWorkflow() {
+				text, _ := json.Marshal(k.Value)
+				v.Scope, v.Value = ScopeKey, text
+			}
+			out[k.Control] = v
+			continue
+		}
 		if !k.WholeWorkflow() {
 			v.Scope, v.Value = ScopeKey, json.RawMessage(k.Value)
 		}
@@ -260,7 +274,8 @@ func (s *Service) views(ctx context.Context, project string, runs []delivery.Run
 		r := &runs[i]
 		wf, app := nativeOf(&r.Run)
 		v := RunView{RunID: r.ID, Workflow: wf, App: app, CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
-			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID, Usage: r.AIUsage, Cap: r.AICap}
+			EventIDs: []string{}, Keys: runKeys(r.FlowKeys), DLQID: r.DLQID, Usage: r.AIUsage, Cap: r.AICap,
+			CancelledBy: r.CancelledBy}
 		all := recordedSteps(r.History)
 		if len(all) > 0 {
 			v.StartedAt = all[0].EndedAt

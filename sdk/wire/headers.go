@@ -66,6 +66,11 @@ const (
 	// 1,000) and more are waiting: notifying again wakes the next ones. The body keeps
 	// the shape the SDKs read.
 	HeaderNotifyPartial = "Duraton-Notify-Partial"
+	// HeaderWaitIf on a wait step's request (POST /v2/wait/{eventId}) is the wait's
+	// condition: a CEL expression over `event` (the run's triggering event) and `async`
+	// (the incoming one); an event wakes the wait only when it holds. A match on a path
+	// is sent as WaitMatchIf(path), which the server indexes.
+	HeaderWaitIf = "Duraton-Wait-If"
 	// HeaderAI on a workflow call's publish (Duraton's protocol extension) marks the call
 	// an AI step, metered and capped whatever its URL path; the value names the API shape
 	// ("openai" or "anthropic"). The Go SDK's AI step sets it.
@@ -137,3 +142,7 @@ func IsHopByHop(name string) bool {
 	}
 	return false
 }
+
+// WaitMatchIf is the condition form of a wait's match on a dotted path ("data.orderId"):
+// the incoming event's value there equals the run's triggering event's.
+func WaitMatchIf(path string) string { return "async." + path + " == event." + path }

@@ -24,7 +24,8 @@ type Controls struct {
 }
 
 // Concurrency limits deliveries holding a slot at once, per value of Key (a dotted path
-// into the event's data; "" for the whole workflow). Scope "app" shares the limit with
+// into the event's data, or a CEL expression over the event such as
+// "event.data.orderId"; "" for the whole workflow). Scope "app" shares the limit with
 // every workflow of the app that declares the same Key and Limit with scope "app"; ""
 // or "workflow" is the workflow's own.
 type Concurrency struct {
@@ -58,9 +59,12 @@ type Batch struct {
 	Key       string `json:"key,omitempty"`
 }
 
-// Priority orders the workflow's deliveries as if enqueued ShiftMs earlier.
+// Priority orders the workflow's deliveries as if enqueued ShiftMs earlier; or, with Run
+// (a CEL expression over the event), as if enqueued that many seconds earlier, per run
+// (an int clamped to ±600).
 type Priority struct {
-	ShiftMs int64 `json:"shiftMs"`
+	ShiftMs int64  `json:"shiftMs"`
+	Run     string `json:"run,omitempty"`
 }
 
 // Singleton keeps at most one live run per key; Mode "cancel" (default) or "skip".
@@ -114,11 +118,30 @@ type CronData struct {
 // WorkflowDefinition is one workflow of a PUT /apps/{app} body: the controls flat beside
 // the fields.
 type WorkflowDefinition struct {
-	Name     string    `json:"name"`
-	URL      string    `json:"url"`
-	Triggers []Trigger `json:"triggers"`
-	Retries  *int      `json:"retries,omitempty"`
+	Name     string     `json:"name"`
+	URL      string     `json:"url"`
+	Triggers []Trigger  `json:"triggers"`
+	Retries  *int       `json:"retries,omitempty"`
+	CancelOn []CancelOn `json:"cancelOn,omitempty"`
 	Controls
+}
+
+// CancelOn is an event that cancels the workflow's live runs whose triggering event it
+// matches: Match (a dotted path whose values in both events are equal) and If (a CEL
+// condition over event, the run's triggering event, and async, the incoming one) must
+// both hold when set; TimeoutMs limits it to runs created at most that long before. A
+// workflow has at most 8.
+type CancelOn struct {
+	Event     string `json:"event"`
+	Match     string `json:"match,omitempty"`
+	If        string `json:"if,omitempty"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+}
+
+// EventCancel is what one workflow's cancelOn did with an event: the runs it cancelled.
+type EventCancel struct {
+	Workflow  string   `json:"workflow"`
+	Cancelled []string `json:"cancelled"`
 }
 
 // AppDefinition is the body of PUT /apps/{app}.
@@ -129,14 +152,15 @@ type AppDefinition struct {
 // RegisteredWorkflow is a definition as the server stored it, normalized, with its
 // controls on FlowControl (GET /workflows).
 type RegisteredWorkflow struct {
-	App         string    `json:"app"`
-	Name        string    `json:"name"`
-	URL         string    `json:"url"`
-	Triggers    []Trigger `json:"triggers"`
-	Retries     int       `json:"retries"`
-	FlowControl Controls  `json:"flowControl"`
-	CreatedAt   int64     `json:"createdAt"`
-	UpdatedAt   int64     `json:"updatedAt"`
+	App         string     `json:"app"`
+	Name        string     `json:"name"`
+	URL         string     `json:"url"`
+	Triggers    []Trigger  `json:"triggers"`
+	Retries     int        `json:"retries"`
+	FlowControl Controls   `json:"flowControl"`
+	CancelOn    []CancelOn `json:"cancelOn,omitempty"`
+	CreatedAt   int64      `json:"createdAt"`
+	UpdatedAt   int64      `json:"updatedAt"`
 }
 
 // TriggerEvents are the event names that start the workflow.
@@ -176,6 +200,8 @@ type EventResult struct {
 	Deduped      bool       `json:"deduped,omitempty"`
 	ScheduledFor int64      `json:"scheduledFor,omitempty"`
 	Runs         []EventRun `json:"runs"`
+	// Cancelled lists the runs the event cancelled, per workflow whose cancelOn it met.
+	Cancelled []EventCancel `json:"cancelled,omitempty"`
 }
 
 // Run returns the outcome of the named workflow, false when the event did not match it.

@@ -1,7 +1,7 @@
 // The native API client: register an app's workflows, send events, read runs
 // (native-api.md). Reads DURATON_URL / DURATON_TOKEN, else QSTASH_URL / QSTASH_TOKEN.
 
-import type { Controls } from "./controls.js";
+import type { CancelOn, Controls } from "./controls.js";
 import { DuratonApiError } from "./errors.js";
 
 export type Env = Record<string, string | undefined>;
@@ -23,6 +23,7 @@ export interface WorkflowDefinitionJSON extends Controls {
   url: string;
   triggers: ({ event: string } | { cron: string; tz?: string })[];
   retries?: number;
+  cancelOn?: CancelOn[];
 }
 
 /** A definition as the server stored it, with the controls on `flowControl`. */
@@ -33,6 +34,7 @@ export interface RegisteredWorkflow {
   triggers: ({ event: string } | { cron: string; tz?: string })[];
   retries: number;
   flowControl: Controls;
+  cancelOn?: CancelOn[];
   createdAt: number;
   updatedAt: number;
 }
@@ -77,6 +79,8 @@ export interface EventResult {
   /** A delayed event: when it fans out (Unix ms); `runs` is empty until then (GET /events/{id}). */
   scheduledFor?: number;
   runs: EventRun[];
+  /** Per workflow whose cancelOn the event met, the runs it cancelled. */
+  cancelled?: { workflow: string; cancelled: string[] }[];
 }
 
 /** Names the outcome of one workflow's run for an event. */
@@ -128,6 +132,8 @@ export interface Run {
   steps: RunStep[];
   usage?: Usage;
   waiting?: { reason: string; since: number | string };
+  /** The event whose workflow's cancelOn cancelled the run. */
+  cancelledBy?: { eventId: string };
 }
 
 export interface ListRuns {

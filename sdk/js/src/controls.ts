@@ -2,7 +2,11 @@
 // them. Every object type is closed: an unknown field (a typo) in an object literal is a
 // compile error, as it is a 400 on the server. Times are milliseconds, as on the wire.
 
-/** A dotted path into the event's `data` ("accountId", "user.id"). */
+/**
+ * A dotted path into the event's `data` ("accountId", "user.id"), or a CEL expression
+ * over `event` (`event.data.accountId + "/" + event.data.region`): a key that starts with
+ * `event.` or is not a plain dotted path is an expression.
+ */
 export type KeyPath = string;
 
 /** At most `limit` deliveries of the workflow (per key value) hold a slot at once. */
@@ -49,10 +53,11 @@ export interface Batch {
   key?: KeyPath;
 }
 
-/** Deliveries ordered as if enqueued `shiftMs` earlier (−12 h … +12 h). */
-export interface Priority {
-  shiftMs: number;
-}
+/**
+ * Deliveries ordered as if enqueued `shiftMs` earlier (−12 h … +12 h); or, per run, `run`
+ * seconds earlier: a CEL expression over `event` whose int value is clamped to −600 … 600.
+ */
+export type Priority = { shiftMs: number; run?: never } | { run: string; shiftMs?: never };
 
 /** At most one live run per key: `skip` drops the new trigger, `cancel` (default) cancels the holder. */
 export interface Singleton {
@@ -76,6 +81,20 @@ export interface TokenThrottle {
   key?: KeyPath;
   /** Tokens a run is assumed to spend until the scope has seen runs end (1–tokens); without it one run starts at a time until then. */
   estimate?: number;
+}
+
+/**
+ * An event that cancels the workflow's live runs (queued, running, sleeping, waiting)
+ * whose triggering event it matches; a workflow has at most 8.
+ */
+export interface CancelOn {
+  event: string;
+  /** A dotted path ("data.orderId"): the two events' values there must be equal. */
+  match?: string;
+  /** A CEL condition over `event` (the run's triggering event) and `async` (the incoming one). */
+  if?: string;
+  /** Only runs created at most this long before the event. */
+  timeoutMs?: number;
 }
 
 /** Every control is optional and off when absent. */

@@ -1,4 +1,4 @@
-export { workflow } from "./workflow.js";
+export { workflow, waitCondition, waitIfHeader } from "./workflow.js";
 export type {
   AIOptions,
   CallOptions,
@@ -12,6 +12,7 @@ export type {
   Steps,
   Trigger,
   WireTrigger,
+  WaitOptions,
   WaitResult,
   Workflow,
   WorkflowOptions,

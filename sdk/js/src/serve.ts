@@ -256,6 +256,7 @@ export function serve(opts: ServeOptions): Served {
 export function definition(w: Workflow<any, any>, url: string): WorkflowDefinitionJSON {
   const d: WorkflowDefinitionJSON = { name: w.name, url, triggers: w.triggers.map((t) => ({ ...t })) };
   if (w.retries !== undefined) d.retries = w.retries;
+  if (w.cancelOn !== undefined) d.cancelOn = w.cancelOn;
   for (const k of controlNames) {
     if (w[k] !== undefined) (d as unknown as Record<string, unknown>)[k] = w[k];
   }

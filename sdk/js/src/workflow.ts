@@ -3,7 +3,7 @@
 // context, so the step protocol is @upstash/workflow's own.
 
 import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
-import type { Controls } from "./controls.js";
+import type { CancelOn, Controls } from "./controls.js";
 import { BudgetError, budgetErrorFrom, budgetErrorFromMessage, WorkflowFailure } from "./errors.js";
 import type { SendEvent } from "./client.js";
 import { sendEventStep, type EventSender } from "./sendevent.js";
@@ -26,6 +26,23 @@ export interface WaitResult<T = unknown> {
   /** True when the timeout passed first (then `data` is undefined). */
   timeout: boolean;
   data: T | undefined;
+}
+
+/** How waitForEvent waits. */
+export interface WaitOptions {
+  /** Seconds or a duration string (default 7d). */
+  timeout?: Duration;
+  /**
+   * A dotted path ("data.orderId"): only an event whose value there equals this run's
+   * triggering event's wakes the wait (the server indexes it).
+   */
+  match?: string;
+  /**
+   * A CEL condition over `event` (this run's triggering event) and `async` (the incoming
+   * event), e.g. `async.data.amount > 100`: only an event for which it holds wakes the
+   * wait. With `match`, both must hold.
+   */
+  if?: string;
 }
 
 /** The answer of a call or AI step (Duraton makes the request; a non-2xx status does not throw). */
@@ -82,8 +99,12 @@ export interface Steps {
   run<T>(name: string, fn: () => T | Promise<T>, opts?: RunOptions): Promise<T>;
   sleep(name: string, duration: Duration): Promise<void>;
   sleepUntil(name: string, when: Date | number | string): Promise<void>;
-  /** Waits for an event named `event` (sent with POST /events or notify), up to `timeout` (default 7d). */
-  waitForEvent<T = unknown>(name: string, event: string, opts?: { timeout?: Duration }): Promise<WaitResult<T>>;
+  /**
+   * Waits for an event named `event` (sent with POST /events or notify), up to `timeout`
+   * (default 7d); with `match` or `if`, only for an event that satisfies them. A condition
+   * that does not compile fails the step (the server answers 400 naming it).
+   */
+  waitForEvent<T = unknown>(name: string, event: string, opts?: WaitOptions): Promise<WaitResult<T>>;
   /** Starts another workflow as a child run and resumes with how it ended. */
   invoke<T = unknown>(name: string, opts: InvokeOptions): Promise<InvokeResult<T>>;
   /** An outbound HTTP request made by Duraton; the run holds no slot while it waits. */
@@ -147,6 +168,8 @@ export interface WorkflowOptions<TData = any, TResult = unknown> extends Control
   triggers?: Trigger[];
   /** Retries of each delivery, 0–100 (server default 3). */
   retries?: number;
+  /** Events that cancel the workflow's live runs they match (at most 8). */
+  cancelOn?: CancelOn[];
   handler: (ctx: Context<TData>) => Promise<TResult> | TResult;
   /** Called once when a run has failed (retries exhausted, or a non-retryable error). */
   onFailure?: (f: FailureContext<TData>) => Promise<void> | void;
@@ -206,7 +229,9 @@ export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: stri
     sleep: (name, d) => c.sleep(name, d),
     sleepUntil: (name, when) => c.sleepUntil(name, when),
     async waitForEvent(name, ev, opts = {}) {
-      const r = await c.waitForEvent(name, ev, { timeout: opts.timeout ?? "7d" });
+      const cond = waitCondition(opts.match, opts.if);
+      const wc = cond === "" ? c : withWaitCondition(c, cond);
+      const r = await c.waitForEvent.call(wc, name, ev, { timeout: opts.timeout ?? "7d" });
       return { timeout: r.timeout, data: r.timeout ? undefined : (r.eventData as never) };
     },
     invoke: (name, opts) => invoke(c, name, opts, siblingURL) as Promise<never>,
@@ -249,6 +274,46 @@ export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: stri
     step,
     upstash: c,
   };
+}
+
+/** The header that carries a wait's condition (sdk/wire HeaderWaitIf). */
+export const waitIfHeader = "Duraton-Wait-If";
+
+/** The Duraton-Wait-If value of a match and an if ("" for none), on one line. */
+export function waitCondition(match?: string, cond?: string): string {
+  const c = (cond ?? "").replace(/\r\n|\n|\r/g, " ");
+  const m = match ? `async.${match} == event.${match}` : "";
+  if (m && c) return `(${m}) && (${c})`;
+  return m || c;
+}
+
+/**
+ * The context seen by one waitForEvent: its wait step sends the condition in the
+ * Duraton-Wait-If header of its POST /v2/wait request (the step's submit, nothing else).
+ */
+function withWaitCondition(c: WorkflowContext<unknown>, cond: string): WorkflowContext<unknown> {
+  type Step = { submitStep(a: { headers?: Record<string, string> }): unknown };
+  return Object.create(c, {
+    addStep: {
+      value: (s: Step) => {
+        const { submitStep } = s;
+        if (typeof submitStep !== "function") throw new Error("duraton: waitForEvent with match or if needs the wait step of @upstash/workflow 1.3.3");
+        s.submitStep = async (a) => {
+          try {
+            return await submitStep.call(s, { ...a, headers: { ...a.headers, [waitIfHeader]: cond } });
+          } catch (err) {
+            // @upstash/workflow reads any 400 of a step's submit as "the run was cancelled"
+            // and exits quietly, which would leave the run waiting: a refused condition
+            // fails the run instead.
+            const e = err as { status?: number; message?: string };
+            if (e?.status === 400 && /invalid wait condition/.test(e.message ?? "")) throw new WorkflowNonRetryableError(e.message ?? "invalid wait condition");
+            throw err;
+          }
+        };
+        return (c as unknown as { addStep(s: Step): unknown }).addStep(s);
+      },
+    },
+  }) as WorkflowContext<unknown>;
 }
 
 function processEnvKey(k: string): string | undefined {
