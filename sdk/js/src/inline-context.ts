@@ -6,7 +6,7 @@ import { budgetErrorFrom } from "./errors.js";
 import { CallLazy, InvokeLazy, RunLazy, SleepLazy, SleepUntilLazy, WaitLazy, type InlineSteps } from "./inline.js";
 import { sendEvents, type EventSender } from "./sendevent.js";
 import { flowControlHeaders, flowControlOf } from "./stepflow.js";
-import { eventsOf, type CallResult, type Context, type Steps, type Workflow } from "./workflow.js";
+import { eventsOf, waitCondition, type CallResult, type Context, type Steps, type Workflow } from "./workflow.js";
 
 /** The delivery's headers a handler sees (ctx.headers), made when first read. */
 export type HeaderSource = () => Headers;
@@ -37,7 +37,8 @@ export function makeInlineContext(
     },
     async waitForEvent(name, ev, opts = {}) {
       const timeout = opts.timeout ?? "7d";
-      const r = (await s.add(new WaitLazy(name, ev, typeof timeout === "string" ? timeout : `${timeout}s`))) as { timeout: boolean; eventData: unknown };
+      const cond = waitCondition(opts.match, opts.if);
+      const r = (await s.add(new WaitLazy(name, ev, typeof timeout === "string" ? timeout : `${timeout}s`, cond))) as { timeout: boolean; eventData: unknown };
       return { timeout: r.timeout, data: r.timeout ? undefined : (r.eventData as never) };
     },
     invoke(name, opts) {

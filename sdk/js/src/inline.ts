@@ -17,10 +17,13 @@
 // group, or a handler that reads ctx.upstash. It gives up only before any new step ran in
 // the delivery (or answers the deferred result first), so nothing runs twice because of it.
 
+import { WorkflowNonRetryableError } from "@upstash/workflow";
 import { attachStepName, failed, featureSet, finished, inlineAnswer, protocolVersion, type Answer, type Api } from "./answers.js";
 import { parseHistory, parsePayload, type RecordedStep } from "./history.js";
+import { DuratonApiError } from "./errors.js";
 import { CallLazy, InvokeLazy, RunLazy, SleepLazy, SleepUntilLazy, WaitLazy, type Lazy } from "./lazy.js";
 import { flowInGroup } from "./stepflow.js";
+import { waitIfHeader } from "./workflow.js";
 
 /** The delivery is for @upstash/workflow's serve(): this runtime leaves it untouched. */
 export const Fallback = Symbol("duraton.fallback");
@@ -356,7 +359,7 @@ class Executor implements InlineSteps {
   }
 
   /** POST /v2/wait/{event}: the waiter, resumed with the event or at the timeout. */
-  private wait(lazy: WaitLazy, id: number): Promise<void> {
+  private async wait(lazy: WaitLazy, id: number): Promise<void> {
     const headers = this.stepHeaders();
     headers["upstash-workflow-calltype"] = "step";
     const timeoutHeaders: Record<string, string[]> = {};
@@ -368,7 +371,17 @@ class Executor implements InlineSteps {
       timeoutHeaders,
       step: { stepId: id, stepType: lazy.type, stepName: lazy.name, concurrent: 1 },
     });
-    return this.d.api.call("POST", `/v2/wait/${encodeURIComponent(lazy.eventId)}`, headers, body);
+    // The condition rides on the wait's request only (not on the timeout's headers), as
+    // on @upstash/workflow (workflow.ts withWaitCondition) and in the Go SDK.
+    if (lazy.cond) headers[waitIfHeader.toLowerCase()] = lazy.cond;
+    try {
+      await this.d.api.call("POST", `/v2/wait/${encodeURIComponent(lazy.eventId)}`, headers, body);
+    } catch (err) {
+      // A 400 would read as "the run has ended" and leave it waiting for nothing: a
+      // refused condition fails the run instead.
+      if (err instanceof DuratonApiError && err.status === 400 && /invalid wait condition/.test(err.message)) throw new WorkflowNonRetryableError(err.message);
+      throw err;
+    }
   }
 
   /** POST /v2/publish/{child}: starts the child run, whose end resumes this one. */

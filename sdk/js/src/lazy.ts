@@ -76,10 +76,12 @@ export class SleepUntilLazy implements Lazy {
 
 export class WaitLazy implements Lazy {
   readonly type = "Wait";
+  /** cond: the wait's Duraton-Wait-If value (workflow.ts waitCondition; "" for none). */
   constructor(
     readonly name: string,
     readonly eventId: string,
     readonly timeout: string,
+    readonly cond = "",
   ) {}
   parse(s: RecordedStep): { eventData: unknown; timeout: boolean } {
     const out = typeof s.out === "string" && s.out ? s.out : undefined;
