@@ -174,12 +174,14 @@ export function modeOptions(mode, answers = []) {
 /**
  * Mounts served.node and keeps every answer's path, status, Duraton-Inline header and
  * (for an inline answer) body. strip: "all" (or true) takes the Duraton-Inline offer off
- * every delivery on the way in, "alternate" off every other one.
+ * every delivery on the way in, "alternate" off every other one (the second, fourth, ...),
+ * "alternate-first" off the first, third, ...
  */
 export function recording(answers, strip = false) {
   let n = 0;
+  const stripped = () => strip === true || strip === "all" || (strip === "alternate" && n++ % 2 === 1) || (strip === "alternate-first" && n++ % 2 === 0);
   return (s) => (req, res) => {
-    if (strip === true || strip === "all" || (strip === "alternate" && n++ % 2 === 1)) delete req.headers["duraton-inline"];
+    if (stripped()) delete req.headers["duraton-inline"];
     const writeHead = res.writeHead;
     const end = res.end;
     let rec;

@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { workflow, runFor } from "../dist/index.js";
-import { client, host, runEnded, out, tag, short, sleep, Gauge, modes, modeOptions, inlineMessages } from "./lib.mjs";
+import { client, host, runEnded, out, tag, short, sleep, Gauge, modes, modeOptions, inlineMessages, recording } from "./lib.mjs";
 
 for (const mode of modes) {
   test(`${mode}: step.run with flowControl: one step of three runs at a time, the rest free`, { timeout: 60000 }, async (t) => {
@@ -104,5 +104,36 @@ for (const mode of modes) {
     assert.equal(run.status, "failed", short(run));
     assert.deepEqual(run.steps.map((s) => s.name), ["ok"], short(run.steps));
     assert.equal(ran, 0, "no step of the group ran");
+  });
+}
+
+// One run whose deliveries alternate between the runtimes: the plan written by one is
+// run by the other, both ways round.
+for (const strip of ["alternate", "alternate-first"]) {
+  test(`${strip}: step.run with flowControl: planned by one runtime, run by the other`, { timeout: 30000 }, async (t) => {
+    const k = tag();
+    const seen = [];
+    const wf = workflow({
+      name: `stepfcswitch.${strip}.${k}`,
+      triggers: [`stepfcswitch.${strip}.${k}`],
+      handler: async (ctx) => {
+        const a = await ctx.step.run("before", () => 1);
+        const b = await ctx.step.run("charge", () => (seen.push(ctx.flowControl), a + 1), { flowControl: { key: `sw-${k}`, rate: 5, period: "1s" } });
+        const c = await ctx.step.run("after", () => b + 1);
+        return ctx.step.run("sum", () => [a, b, c]);
+      },
+    });
+    const answers = [];
+    await host(t, { app: `stepfcswitch-${strip}-${k}`, workflows: [wf], mount: recording(answers, strip) });
+    const run = await runEnded(runFor(await client.sendEvent({ name: `stepfcswitch.${strip}.${k}` }), wf).runId);
+    assert.equal(run.status, "succeeded", short(run));
+    assert.deepEqual(out(run, "sum"), [1, 2, 3]);
+    assert.deepEqual(run.steps.map((s) => s.name), ["before", "charge", "after", "sum"], short(run.steps));
+    assert.deepEqual(seen, [{ key: `sw-${k}`, rate: 5, period: "1s" }], "the step ran once, admitted under its own key");
+    assert.ok(answers.some((a) => a.inline) && answers.some((a) => !a.inline), `both runtimes answered: ${short(answers)}`);
+    // The second delivery plans the step, the third runs it: one of them inline.
+    const inline = inlineMessages(answers).map((m) => m.step.stepName + (m.step.targetStep ? " (plan)" : ""));
+    const [inlined, other] = strip === "alternate" ? ["charge", "charge (plan)"] : ["charge (plan)", "charge"];
+    assert.ok(inline.includes(inlined) && !inline.includes(other), `answered inline: ${short(inline)}`);
   });
 }
