@@ -160,14 +160,15 @@ export class Gauge {
 /**
  * The ways a delivery is answered: "inline" (Duraton's offer taken), "api"
  * (serve({ inlineAnswers: false })), "no-offer" (the offer stripped on the way in, as from
- * QStash or an older Duraton: @upstash/workflow answers) and "mixed" (the offer stripped
- * from every other delivery, so a run moves between the two runtimes all along).
+ * QStash or an older Duraton: @upstash/workflow answers), "mixed" and "mixed-first" (the
+ * offer stripped from every other delivery, from the second or from the first on, so a
+ * run moves between the two runtimes all along).
  */
-export const modes = ["inline", "api", "no-offer", "mixed"];
+export const modes = ["inline", "api", "no-offer", "mixed", "mixed-first"];
 
 /** host() options for mode, recording every answer in answers (see recording). */
 export function modeOptions(mode, answers = []) {
-  const strip = mode === "no-offer" ? "all" : mode === "mixed" ? "alternate" : false;
+  const strip = mode === "no-offer" ? "all" : mode === "mixed" ? "alternate" : mode === "mixed-first" ? "alternate-first" : false;
   return { inlineAnswers: mode !== "api", mount: recording(answers, strip) };
 }
 
