@@ -4,15 +4,28 @@
 import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 import { budgetErrorFrom } from "./errors.js";
 import { CallLazy, InvokeLazy, RunLazy, SleepLazy, SleepUntilLazy, WaitLazy, type InlineSteps } from "./inline.js";
-import { eventsOf, type CallResult, type Context, type Steps, type Workflow } from "./workflow.js";
+import { sendEvents, type EventSender } from "./sendevent.js";
+import { flowControlHeaders, flowControlOf } from "./stepflow.js";
+import { eventsOf, waitCondition, type CallResult, type Context, type Steps, type Workflow } from "./workflow.js";
 
 /** The delivery's headers a handler sees (ctx.headers), made when first read. */
 export type HeaderSource = () => Headers;
 
-export function makeInlineContext(s: InlineSteps, wf: Workflow, app: string, siblingURL: (name: string) => string, headers: HeaderSource, header: (name: string) => string | undefined, onLeave: () => void): Context {
+export function makeInlineContext(
+  s: InlineSteps,
+  wf: Workflow,
+  app: string,
+  siblingURL: (name: string) => string,
+  headers: HeaderSource,
+  header: (name: string) => string | undefined,
+  onLeave: () => void,
+  client: EventSender | undefined,
+): Context {
   const { event, events } = eventsOf(s.payload, s.createdAt);
   const step: Steps = {
-    run: (name, fn) => s.add(new RunLazy(name, fn)) as Promise<never>,
+    // With flowControl: a bad config throws here, before the step, as on @upstash/workflow (stepflow.ts runUnder).
+    run: (name, fn, opts) => s.add(new RunLazy(name, () => fn(), opts?.flowControl ? flowControlHeaders(opts.flowControl) : undefined)) as Promise<never>,
+    sendEvent: (name, evs) => s.add(new RunLazy(name, sendEvents(client, s.runId, name, evs))) as Promise<never>,
     sleep: async (name, d) => {
       await s.add(new SleepLazy(name, d));
     },
@@ -24,7 +37,8 @@ export function makeInlineContext(s: InlineSteps, wf: Workflow, app: string, sib
     },
     async waitForEvent(name, ev, opts = {}) {
       const timeout = opts.timeout ?? "7d";
-      const r = (await s.add(new WaitLazy(name, ev, typeof timeout === "string" ? timeout : `${timeout}s`))) as { timeout: boolean; eventData: unknown };
+      const cond = waitCondition(opts.match, opts.if);
+      const r = (await s.add(new WaitLazy(name, ev, typeof timeout === "string" ? timeout : `${timeout}s`, cond))) as { timeout: boolean; eventData: unknown };
       return { timeout: r.timeout, data: r.timeout ? undefined : (r.eventData as never) };
     },
     invoke(name, opts) {
@@ -62,6 +76,7 @@ export function makeInlineContext(s: InlineSteps, wf: Workflow, app: string, sib
     get headers() {
       return (hs ??= headers());
     },
+    flowControl: flowControlOf(header),
     step,
     get upstash(): WorkflowContext<unknown> {
       onLeave();

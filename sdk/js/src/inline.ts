@@ -17,9 +17,13 @@
 // group, or a handler that reads ctx.upstash. It gives up only before any new step ran in
 // the delivery (or answers the deferred result first), so nothing runs twice because of it.
 
+import { WorkflowNonRetryableError } from "@upstash/workflow";
 import { attachStepName, failed, featureSet, finished, inlineAnswer, protocolVersion, type Answer, type Api } from "./answers.js";
 import { parseHistory, parsePayload, type RecordedStep } from "./history.js";
+import { DuratonApiError } from "./errors.js";
 import { CallLazy, InvokeLazy, RunLazy, SleepLazy, SleepUntilLazy, WaitLazy, type Lazy } from "./lazy.js";
+import { flowInGroup } from "./stepflow.js";
+import { waitIfHeader } from "./workflow.js";
 
 /** The delivery is for @upstash/workflow's serve(): this runtime leaves it untouched. */
 export const Fallback = Symbol("duraton.fallback");
@@ -160,14 +164,29 @@ class Executor implements InlineSteps {
   }
 
   private async single(lazy: Lazy): Promise<unknown> {
+    const id = this.stepCount;
+    // A step with its own flow control is planned first (its plan is recorded before its
+    // result, and skipped when the history is read, as stepflow.ts has @upstash/workflow do).
+    const plan = lazy instanceof RunLazy && lazy.flow ? this.steps.find((s) => s.stepId === 0 && s.targetStep === id) : undefined;
+    if (plan) this.planStepCount++;
     if (this.stepCount < this.nonPlanStepCount) {
       const s = this.steps[this.stepCount + this.planStepCount];
       validate(lazy, s);
       return lazy.parse(s);
     }
-    const id = this.stepCount;
     if (lazy instanceof RunLazy) {
-      const out = await this.call(lazy);
+      if (lazy.flow && plan !== this.steps[this.steps.length - 1]) {
+        if (plan) {
+          // Planned, and its delivery is another one: that delivery runs it (as the Go SDK).
+          validate(lazy, plan);
+          this.stop(finished(this.d.runId, "discard"));
+        } else {
+          this.submit([this.entry(JSON.stringify(lazy.flowPlan(id)), lazy.flow)]);
+        }
+        return never();
+      }
+      if (plan) validate(lazy, plan);
+      const out = await this.call(lazy, id);
       this.deferred = this.entry(stepJSON(id, lazy.name, lazy.type, out, 1));
       return out === undefined ? undefined : JSON.parse(out);
     }
@@ -193,6 +212,8 @@ class Executor implements InlineSteps {
     const state = remaining.length === 0 ? "first" : remaining.length >= 2 * n ? "last" : remaining[remaining.length - 1].targetStep ? "partial" : "discard";
     const sorted = [...this.steps].sort((a, b) => (a.targetStep || a.stepId) - (b.targetStep || b.stepId));
     const planned = sorted[initial + this.planStepCount]?.concurrent;
+    const flowed = group.find((l) => l instanceof RunLazy && l.flow);
+    if (flowed) throw flowInGroup(flowed.name);
     if (state !== "first" && planned !== n) {
       throw new Error(`Incompatible number of parallel steps when call state was '${state}'. Expected ${n}, got ${planned} from the request.`);
     }
@@ -217,7 +238,7 @@ class Executor implements InlineSteps {
         if (!lazy) throw new Error(`duraton: plan step ${plan.stepName} targets step ${target}, outside the group`);
         validate(lazy, plan);
         let body: string;
-        if (lazy instanceof RunLazy) body = stepJSON(target, lazy.name, lazy.type, await this.call(lazy), n);
+        if (lazy instanceof RunLazy) body = stepJSON(target, lazy.name, lazy.type, await this.call(lazy, target), n);
         else if (lazy instanceof SleepLazy) body = JSON.stringify({ stepId: target, stepName: lazy.name, stepType: lazy.type, sleepFor: lazy.sleepFor, concurrent: n });
         else if (lazy instanceof SleepUntilLazy) body = JSON.stringify({ stepId: target, stepName: lazy.name, stepType: lazy.type, sleepUntil: lazy.sleepUntil, concurrent: n });
         else {
@@ -238,13 +259,13 @@ class Executor implements InlineSteps {
     }
   }
 
-  /** Runs a Run step's function; its result as the JSON its out records (undefined: none). */
-  private async call(lazy: RunLazy): Promise<string | undefined> {
+  /** Runs step id's function; its result as the JSON its out records (undefined: none). */
+  private async call(lazy: RunLazy, id: number): Promise<string | undefined> {
     let v: unknown;
     try {
       this.executing = lazy.name;
       try {
-        v = lazy.fn();
+        v = lazy.fn(id);
       } finally {
         this.executing = undefined;
       }
@@ -338,7 +359,7 @@ class Executor implements InlineSteps {
   }
 
   /** POST /v2/wait/{event}: the waiter, resumed with the event or at the timeout. */
-  private wait(lazy: WaitLazy, id: number): Promise<void> {
+  private async wait(lazy: WaitLazy, id: number): Promise<void> {
     const headers = this.stepHeaders();
     headers["upstash-workflow-calltype"] = "step";
     const timeoutHeaders: Record<string, string[]> = {};
@@ -350,7 +371,17 @@ class Executor implements InlineSteps {
       timeoutHeaders,
       step: { stepId: id, stepType: lazy.type, stepName: lazy.name, concurrent: 1 },
     });
-    return this.d.api.call("POST", `/v2/wait/${encodeURIComponent(lazy.eventId)}`, headers, body);
+    // The condition rides on the wait's request only (not on the timeout's headers), as
+    // on @upstash/workflow (workflow.ts withWaitCondition) and in the Go SDK.
+    if (lazy.cond) headers[waitIfHeader.toLowerCase()] = lazy.cond;
+    try {
+      await this.d.api.call("POST", `/v2/wait/${encodeURIComponent(lazy.eventId)}`, headers, body);
+    } catch (err) {
+      // A 400 would read as "the run has ended" and leave it waiting for nothing: a
+      // refused condition fails the run instead.
+      if (err instanceof DuratonApiError && err.status === 400 && /invalid wait condition/.test(err.message)) throw new WorkflowNonRetryableError(err.message);
+      throw err;
+    }
   }
 
   /** POST /v2/publish/{child}: starts the child run, whose end resumes this one. */

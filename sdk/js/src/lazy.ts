@@ -17,12 +17,22 @@ export interface Lazy {
 
 export class RunLazy implements Lazy {
   readonly type: string = "Run";
+  /**
+   * fn gets the step's id (sendEvent's dedupeIds are made of it). flow: the step's own
+   * flow-control headers (Upstash-Flow-Control-Key/Value, lower case as in /v2/batch):
+   * the step is planned first and runs in the delivery the plan produces.
+   */
   constructor(
     readonly name: string,
-    readonly fn: () => unknown,
+    readonly fn: (stepId: number) => unknown,
+    readonly flow?: Record<string, string>,
   ) {}
   parse(s: RecordedStep): unknown {
     return s.out === undefined ? undefined : parseOut(s);
+  }
+  /** The plan of a single step with its own flow control (docs/protocol.md, "Per-step flow control"). */
+  flowPlan(targetStep: number): Record<string, unknown> {
+    return { stepId: 0, stepName: this.name, stepType: this.type, concurrent: 1, targetStep };
   }
   plan(concurrent: number, targetStep: number) {
     return { body: { stepId: 0, stepName: this.name, stepType: this.type, concurrent, targetStep } };
@@ -66,10 +76,12 @@ export class SleepUntilLazy implements Lazy {
 
 export class WaitLazy implements Lazy {
   readonly type = "Wait";
+  /** cond: the wait's Duraton-Wait-If value (workflow.ts waitCondition; "" for none). */
   constructor(
     readonly name: string,
     readonly eventId: string,
     readonly timeout: string,
+    readonly cond = "",
   ) {}
   parse(s: RecordedStep): { eventData: unknown; timeout: boolean } {
     const out = typeof s.out === "string" && s.out ? s.out : undefined;

@@ -154,7 +154,7 @@ export function serve(opts: ServeOptions): Served {
       };
       const text = typeof body === "string" ? body : body.toString("utf8");
       return runInline(d, text, (s) =>
-        Promise.resolve(wf.handler(makeInlineContext(s, wf, opts.app, siblingURL, () => userHeaders(all()), (k) => get(k) ?? undefined, () => upstashOnly.add(wf.name)))),
+        Promise.resolve(wf.handler(makeInlineContext(s, wf, opts.app, siblingURL, () => userHeaders(all()), (k) => get(k) ?? undefined, () => upstashOnly.add(wf.name), client))),
       );
     };
   // A delivery the inline runtime takes: it offers inline answers and is a step of a run.

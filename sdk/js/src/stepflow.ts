@@ -6,7 +6,7 @@
 // machinery: the plan is its own plan-step shape, and the plan entry is skipped when the
 // history is read (as the executor skips a parallel group's plans).
 
-import type { WorkflowContext } from "@upstash/workflow";
+import { WorkflowNonRetryableError, type WorkflowContext } from "@upstash/workflow";
 
 /** A step's own flow control: the steps (of any run) with the same key share its limits. */
 export interface FlowControl {
@@ -52,12 +52,18 @@ function positive(name: string, n: number): number {
   return n;
 }
 
-/** Reads a delivery's flow-control headers (undefined without a key). */
-export function flowControlOf(headers: Headers): FlowControl | undefined {
-  const key = headers.get("upstash-flow-control-key");
+/** A step's flow-control headers in a /v2/batch entry (lower case, as the Go SDK's); throws on a bad config. */
+export function flowControlHeaders(fc: FlowControl): Record<string, string> {
+  const value = flowControlValue(fc);
+  return { "upstash-flow-control-key": fc.key, "upstash-flow-control-value": value };
+}
+
+/** Reads a delivery's flow-control headers (undefined without a key); header reads one by its lower-case name. */
+export function flowControlOf(header: (name: string) => string | null | undefined): FlowControl | undefined {
+  const key = header("upstash-flow-control-key");
   if (!key) return undefined;
   const fc: FlowControl = { key };
-  for (const item of (headers.get("upstash-flow-control-value") ?? "").split(",")) {
+  for (const item of (header("upstash-flow-control-value") ?? "").split(",")) {
     const [name, value] = item.split("=").map((s) => s.trim());
     if (!value) continue;
     switch (name.toLowerCase()) {
@@ -76,13 +82,28 @@ export function flowControlOf(headers: Headers): FlowControl | undefined {
   return fc;
 }
 
+/** @upstash/workflow 1.3.3's step executor under c (what counts and reads the steps). */
+export function executorOf(c: WorkflowContext<unknown>, what: string): Executor {
+  const ex = (c as unknown as { executor?: Executor }).executor;
+  if (!ex || !Array.isArray(ex.steps) || typeof ex.stepCount !== "number" || typeof ex.planStepCount !== "number") {
+    throw new Error(`duraton: ${what} needs the step executor of @upstash/workflow 1.3.3`);
+  }
+  return ex;
+}
+
+/**
+ * A step with its own flow control in a parallel group (Promise.all): refused, by both
+ * runtimes, as the run's failure. Its plan would be one of the group's, which carry no
+ * headers of their own, and the Go SDK has no such step either.
+ */
+export function flowInGroup(name: string): Error {
+  return new WorkflowNonRetryableError(`duraton: step ${name}: flowControl needs a step of its own, not one of a parallel group (Promise.all)`);
+}
+
 /** ctx.step.run with a flowControl option. */
 export function runUnder<T>(c: WorkflowContext<unknown>, name: string, fn: () => T | Promise<T>, fc: FlowControl): Promise<T> {
   const value = flowControlValue(fc);
-  const ex = (c as unknown as { executor?: Executor }).executor;
-  if (!ex || !Array.isArray(ex.steps) || typeof ex.stepCount !== "number" || typeof ex.planStepCount !== "number") {
-    throw new Error(`duraton: step ${name}: flowControl needs the step executor of @upstash/workflow 1.3.3`);
-  }
+  const ex = executorOf(c, `step ${name}: flowControl`);
   const id = ex.stepCount + 1; // the id the step gets (the executor counts it when it is added)
   if (ex.steps.some((s) => s.stepId === 0 && s.targetStep === id)) {
     // Planned already: this delivery runs it (the plan is the history's last entry) or
@@ -93,7 +114,23 @@ export function runUnder<T>(c: WorkflowContext<unknown>, name: string, fn: () =>
   const view = Object.create(c, {
     addStep: {
       value: (s: LazyStep) => {
-        s.getResultStep = async (concurrent, stepId) => s.getPlanStep(concurrent, stepId);
+        // The executor asks a single step for its result (here: the plan) and a parallel
+        // group's steps for their plans, or (concurrent > 1) for their results.
+        const plan = s.getPlanStep.bind(s);
+        let single = false;
+        s.getPlanStep = (concurrent, targetStep) => {
+          if (!single) throw flowInGroup(name);
+          return plan(concurrent, targetStep);
+        };
+        s.getResultStep = async (concurrent, stepId) => {
+          if (concurrent !== 1) throw flowInGroup(name);
+          single = true;
+          try {
+            return s.getPlanStep(concurrent, stepId);
+          } finally {
+            single = false;
+          }
+        };
         const headers = s.getHeaders.bind(s);
         s.getHeaders = (a) => {
           const h = headers(a);

@@ -223,9 +223,8 @@ export function eventsOf(payload: unknown, createdAt: number): { event: Received
 /** Builds ctx for one delivery from the @upstash/workflow context. */
 export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: string, siblingURL: (name: string) => string, client?: EventSender): Context {
   const { event, events } = eventsOf(c.requestPayload, c.workflowRunCreatedAt);
-  let sends = 0;
   const step: Steps = {
-    sendEvent: (name, evs) => sendEventStep(c, client, name, evs, sends++),
+    sendEvent: (name, evs) => sendEventStep(c, client, name, evs),
     run: (name, fn, opts) => (opts?.flowControl ? runUnder(c, name, fn, opts.flowControl) : c.run(name, fn)) as Promise<never>,
     sleep: (name, d) => c.sleep(name, d),
     sleepUntil: (name, when) => c.sleepUntil(name, when),
@@ -271,7 +270,7 @@ export function makeContext(c: WorkflowContext<unknown>, wf: Workflow, app: stri
     workflow: c.headers.get("duraton-workflow") ?? wf.name,
     app: c.headers.get("duraton-app") ?? app,
     headers: c.headers,
-    flowControl: flowControlOf(c.headers),
+    flowControl: flowControlOf((k) => c.headers.get(k)),
     step,
     upstash: c,
   };

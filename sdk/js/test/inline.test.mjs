@@ -9,25 +9,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { workflow, runFor, WorkflowFailure } from "../dist/index.js";
-import { client, host, runEnded, out, waitFor, tag, short } from "./lib.mjs";
-
-/**
- * Mounts served.node and keeps every answer's status and Duraton-Inline header; with
- * strip, the deliveries lose their Duraton-Inline offer on the way in (as from QStash or
- * an older Duraton).
- */
-function recording(answers, strip = false) {
-  return (s) => (req, res) => {
-    if (strip) delete req.headers["duraton-inline"];
-    const writeHead = res.writeHead;
-    res.writeHead = function (status, ...rest) {
-      const h = rest.find((x) => x && typeof x === "object" && !Array.isArray(x)) ?? {};
-      answers.push({ path: req.url, status, inline: h["duraton-inline"] ?? null });
-      return writeHead.call(this, status, ...rest);
-    };
-    s.node(req, res);
-  };
-}
+import { client, host, runEnded, out, waitFor, tag, short, recording } from "./lib.mjs";
 
 // inline: Duraton's offer taken; api: serve({ inlineAnswers: false }); no-offer: the
 // deliveries carry no offer, so @upstash/workflow answers them.

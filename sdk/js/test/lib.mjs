@@ -151,3 +151,58 @@ export class Gauge {
     }
   }
 }
+
+/**
+ * The ways a delivery is answered: "inline" (Duraton's offer taken), "api"
+ * (serve({ inlineAnswers: false })), "no-offer" (the offer stripped on the way in, as from
+ * QStash or an older Duraton: @upstash/workflow answers), "mixed" and "mixed-first" (the
+ * offer stripped from every other delivery, from the second or from the first on, so a
+ * run moves between the two runtimes all along).
+ */
+export const modes = ["inline", "api", "no-offer", "mixed", "mixed-first"];
+
+/** host() options for mode, recording every answer in answers (see recording). */
+export function modeOptions(mode, answers = []) {
+  const strip = mode === "no-offer" ? "all" : mode === "mixed" ? "alternate" : mode === "mixed-first" ? "alternate-first" : false;
+  return { inlineAnswers: mode !== "api", mount: recording(answers, strip) };
+}
+
+/**
+ * Mounts served.node and keeps every answer's path, status, Duraton-Inline header and
+ * (for an inline answer) body. strip: "all" (or true) takes the Duraton-Inline offer off
+ * every delivery on the way in, "alternate" off every other one (the second, fourth, ...),
+ * "alternate-first" off the first, third, ...
+ */
+export function recording(answers, strip = false) {
+  let n = 0;
+  const stripped = () => strip === true || strip === "all" || (strip === "alternate" && n++ % 2 === 1) || (strip === "alternate-first" && n++ % 2 === 0);
+  return (s) => (req, res) => {
+    if (stripped()) delete req.headers["duraton-inline"];
+    const writeHead = res.writeHead;
+    const end = res.end;
+    let rec;
+    res.writeHead = function (status, ...rest) {
+      const h = rest.find((x) => x && typeof x === "object" && !Array.isArray(x)) ?? {};
+      rec = { path: req.url, status, inline: h["duraton-inline"] ?? null, inlineSteps: Number(h["duraton-inline-steps"] ?? 0) };
+      answers.push(rec);
+      return writeHead.call(this, status, ...rest);
+    };
+    res.end = function (chunk, ...rest) {
+      if (rec?.inline && chunk !== undefined && typeof chunk !== "function") rec.body = Buffer.from(chunk).toString("utf8");
+      return end.call(this, chunk, ...rest);
+    };
+    s.node(req, res);
+  };
+}
+
+/** The step messages inline answers carried: each entry's headers and its step object. */
+export function inlineMessages(answers) {
+  const msgs = [];
+  for (const a of answers) {
+    if (!a.body) continue;
+    const batch = a.inline === "steps" ? a.body : a.inline === "end" && a.inlineSteps > 0 ? Buffer.from(a.body).subarray(0, a.inlineSteps).toString("utf8") : undefined;
+    if (!batch) continue;
+    for (const e of JSON.parse(batch)) msgs.push({ path: a.path, headers: e.headers, step: JSON.parse(e.body) });
+  }
+  return msgs;
+}

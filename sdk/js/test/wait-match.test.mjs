@@ -4,76 +4,84 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { workflow, runFor, waitCondition } from "../dist/index.js";
-import { client, host, runEnded, out, waitFor, tag, short } from "./lib.mjs";
+import { client, host, runEnded, out, waitFor, tag, short, modes, modeOptions } from "./lib.mjs";
 
 const status = async (id) => (await client.getRun(id)).status;
 
-test("waitForEvent match: one order.paid for o1 wakes exactly o1's run", { timeout: 60000 }, async (t) => {
-  const k = tag();
-  const wf = workflow({
-    name: `paid.${k}`,
-    triggers: [`placed.${k}`],
-    handler: async (ctx) => {
-      const r = await ctx.step.waitForEvent("paid", `paid.${k}`, { timeout: "1h", match: "data.orderId" });
-      return ctx.step.run("got", () => r);
-    },
+// Each mode (lib.mjs modes): the wait is registered by the inline runtime or by
+// @upstash/workflow, with the same condition on its request.
+for (const mode of modes) {
+  test(`${mode}: waitForEvent match: one order.paid for o1 wakes exactly o1's run`, { timeout: 60000 }, async (t) => {
+    const k = tag();
+    const answers = [];
+    const wf = workflow({
+      name: `paid.${mode}.${k}`,
+      triggers: [`placed.${mode}.${k}`],
+      handler: async (ctx) => {
+        const r = await ctx.step.waitForEvent("paid", `paid.${mode}.${k}`, { timeout: "1h", match: "data.orderId" });
+        return ctx.step.run("got", () => r);
+      },
+    });
+    await host(t, { app: `paid-${mode}-${k}`, workflows: [wf], ...modeOptions(mode, answers) });
+    const o1 = runFor(await client.sendEvent({ name: `placed.${mode}.${k}`, data: { orderId: "o1" } }), wf).runId;
+    const o2 = runFor(await client.sendEvent({ name: `placed.${mode}.${k}`, data: { orderId: "o2" } }), wf).runId;
+    for (const id of [o1, o2]) await waitFor(`${id} waiting`, async () => (await status(id)) === "waiting");
+
+    await client.sendEvent({ name: `paid.${mode}.${k}`, data: { orderId: "o1", amount: 10 } });
+    const run1 = await runEnded(o1);
+    assert.equal(run1.status, "succeeded", short(run1));
+    assert.deepEqual(out(run1, "got"), { timeout: false, data: { orderId: "o1", amount: 10 } });
+    assert.equal(await status(o2), "waiting", "o2's run does not wake for o1");
+
+    await client.sendEvent({ name: `paid.${mode}.${k}`, data: { orderId: "o2" } });
+    assert.deepEqual(out(await runEnded(o2), "got"), { timeout: false, data: { orderId: "o2" } });
+    const mine = answers.filter((a) => a.path.endsWith(wf.name));
+    if (mode === "inline") assert.ok(mine.some((a) => a.inline), `inline answers: ${short(mine)}`);
+    if (mode === "api" || mode === "no-offer") assert.ok(!mine.some((a) => a.inline), `no inline answer: ${short(mine)}`);
   });
-  await host(t, { app: `paid-${k}`, workflows: [wf] });
-  const o1 = runFor(await client.sendEvent({ name: `placed.${k}`, data: { orderId: "o1" } }), wf).runId;
-  const o2 = runFor(await client.sendEvent({ name: `placed.${k}`, data: { orderId: "o2" } }), wf).runId;
-  for (const id of [o1, o2]) await waitFor(`${id} waiting`, async () => (await status(id)) === "waiting");
 
-  await client.sendEvent({ name: `paid.${k}`, data: { orderId: "o1", amount: 10 } });
-  const run1 = await runEnded(o1);
-  assert.equal(run1.status, "succeeded", short(run1));
-  assert.deepEqual(out(run1, "got"), { timeout: false, data: { orderId: "o1", amount: 10 } });
-  assert.equal(await status(o2), "waiting", "o2's run does not wake for o1");
-
-  await client.sendEvent({ name: `paid.${k}`, data: { orderId: "o2" } });
-  assert.deepEqual(out(await runEnded(o2), "got"), { timeout: false, data: { orderId: "o2" } });
-});
-
-test("waitForEvent if: numbers of both events decide", { timeout: 60000 }, async (t) => {
-  const k = tag();
-  const wf = workflow({
-    name: `big.${k}`,
-    triggers: [`placed.${k}`],
-    handler: async (ctx) => {
-      const r = await ctx.step.waitForEvent("paid", `paid.${k}`, {
-        timeout: 3600,
-        match: "data.orderId",
-        if: "async.data.amount >= event.data.min",
-      });
-      return ctx.step.run("got", () => r.data);
-    },
+  test(`${mode}: waitForEvent if: numbers of both events decide`, { timeout: 60000 }, async (t) => {
+    const k = tag();
+    const wf = workflow({
+      name: `big.${mode}.${k}`,
+      triggers: [`placed.${mode}.${k}`],
+      handler: async (ctx) => {
+        const r = await ctx.step.waitForEvent("paid", `paid.${mode}.${k}`, {
+          timeout: 3600,
+          match: "data.orderId",
+          if: "async.data.amount >= event.data.min",
+        });
+        return ctx.step.run("got", () => r.data);
+      },
+    });
+    await host(t, { app: `big-${mode}-${k}`, workflows: [wf], ...modeOptions(mode) });
+    const id = runFor(await client.sendEvent({ name: `placed.${mode}.${k}`, data: { orderId: "o1", min: 100 } }), wf).runId;
+    await waitFor("waiting", async () => (await status(id)) === "waiting");
+    await client.sendEvents([
+      { name: `paid.${mode}.${k}`, data: { orderId: "o1", amount: 99.5 } },
+      { name: `paid.${mode}.${k}`, data: { orderId: "o2", amount: 500 } },
+    ]);
+    assert.equal(await status(id), "waiting", "99.5 < 100, and o2 is not this order");
+    await client.sendEvent({ name: `paid.${mode}.${k}`, data: { orderId: "o1", amount: 100 } });
+    assert.deepEqual(out(await runEnded(id), "got"), { orderId: "o1", amount: 100 });
   });
-  await host(t, { app: `big-${k}`, workflows: [wf] });
-  const id = runFor(await client.sendEvent({ name: `placed.${k}`, data: { orderId: "o1", min: 100 } }), wf).runId;
-  await waitFor("waiting", async () => (await status(id)) === "waiting");
-  await client.sendEvents([
-    { name: `paid.${k}`, data: { orderId: "o1", amount: 99.5 } },
-    { name: `paid.${k}`, data: { orderId: "o2", amount: 500 } },
-  ]);
-  assert.equal(await status(id), "waiting", "99.5 < 100, and o2 is not this order");
-  await client.sendEvent({ name: `paid.${k}`, data: { orderId: "o1", amount: 100 } });
-  assert.deepEqual(out(await runEnded(id), "got"), { orderId: "o1", amount: 100 });
-});
 
-test("waitForEvent with a condition that does not compile fails the run", { timeout: 60000 }, async (t) => {
-  const k = tag();
-  const wf = workflow({
-    name: `badwait.${k}`,
-    triggers: [`badwait.${k}`],
-    retries: 0,
-    handler: async (ctx) => {
-      await ctx.step.waitForEvent("paid", `paid.${k}`, { if: "async.data.amount >" });
-    },
+  test(`${mode}: waitForEvent with a condition that does not compile fails the run`, { timeout: 60000 }, async (t) => {
+    const k = tag();
+    const wf = workflow({
+      name: `badwait.${mode}.${k}`,
+      triggers: [`badwait.${mode}.${k}`],
+      retries: 0,
+      handler: async (ctx) => {
+        await ctx.step.waitForEvent("paid", `paid.${mode}.${k}`, { if: "async.data.amount >" });
+      },
+    });
+    await host(t, { app: `badwait-${mode}-${k}`, workflows: [wf], ...modeOptions(mode) });
+    const id = runFor(await client.sendEvent({ name: `badwait.${mode}.${k}` }), wf).runId;
+    const run = await runEnded(id, { timeoutMs: 30000 });
+    assert.equal(run.status, "failed", short(run));
   });
-  await host(t, { app: `badwait-${k}`, workflows: [wf] });
-  const id = runFor(await client.sendEvent({ name: `badwait.${k}` }), wf).runId;
-  const run = await runEnded(id, { timeoutMs: 30000 });
-  assert.equal(run.status, "failed", short(run));
-});
+}
 
 test("cancelOn: order.cancelled for o1 cancels o1's waiting run only, and says so", { timeout: 60000 }, async (t) => {
   const k = tag();
