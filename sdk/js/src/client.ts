@@ -162,8 +162,6 @@ export interface Run {
   cancelledBy?: CancelledBy;
   usage?: Usage;
   waiting?: { reason: string; since: number | string };
-  /** The event whose workflow's cancelOn cancelled the run. */
-  cancelledBy?: { eventId: string };
 }
 
 /** Run filters (AND-combined): GET /runs and the bulk operations take the same. */
