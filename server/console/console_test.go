@@ -469,7 +469,9 @@ func TestWorkflowsAndEventsPages(t *testing.T) {
 	ep := deliverytest.NewEndpoint(t, nil)
 	defs, err := e.native.ParseApp("shop", []byte(`{"workflows":[
 		{"name":"sync.account","url":"`+ep.URL("/sync")+`","triggers":[{"event":"account.updated"}],
-		 "concurrency":{"limit":5,"key":"event.data.accountId"},"rateLimit":{"limit":1,"perMs":60000}}]}`))
+		 "concurrency":{"limit":5,"key":"event.data.accountId"},"rateLimit":{"limit":1,"perMs":60000},
+		 "priority":{"run":"event.data.urgent ? 60 : 0"},
+		 "cancelOn":[{"event":"account.deleted","match":"data.accountId","timeoutMs":3600000}]}]}`))
 	require.NoError(t, err)
 	_, err = e.native.PutApp(t.Context(), "a", "shop", defs)
 	require.NoError(t, err)
@@ -487,6 +489,8 @@ func TestWorkflowsAndEventsPages(t *testing.T) {
 	require.Contains(t, body, "sync.account")
 	require.Contains(t, body, "at most 5 running per event.data.accountId")
 	require.Contains(t, body, "rate limit: 1 events per 1m, the rest dropped")
+	require.Contains(t, body, "priority: shifted by event.data.urgent ? 60 : 0 seconds")
+	require.Contains(t, body, "cancelled by account.deleted with the same data.accountId within 1h of the run&#39;s start")
 	require.Contains(t, body, "account.updated")
 	require.Regexp(t, `runs-hour"><a href="/console/runs\?workflow=sync.account">1</a>`, body, "one run in the last hour (the second event was dropped)")
 

@@ -91,6 +91,7 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request) {
 				}
 				row.Triggers = append(row.Triggers, t.Event)
 			}
+			row.Controls = append(row.Controls, cancelOnInWords(def.CancelOn)...)
 			d.Workflows = append(d.Workflows, row)
 		}
 	}
@@ -131,7 +132,14 @@ func controlsInWords(fc flowctl.Controls) []string {
 		out = append(out, fmt.Sprintf("batch: up to %d events or %s%s", b.MaxSize, per(b.TimeoutMs), key(b.Key)))
 	}
 	if p := fc.Priority; p != nil {
-		out = append(out, fmt.Sprintf("priority: runs as if enqueued %s earlier", per(p.ShiftMs)))
+		switch {
+		case p.Run != "":
+			out = append(out, "priority: shifted by "+p.Run+" seconds")
+		case p.ShiftMs < 0:
+			out = append(out, fmt.Sprintf("priority: runs as if enqueued %s later", per(-p.ShiftMs)))
+		default:
+			out = append(out, fmt.Sprintf("priority: runs as if enqueued %s earlier", per(p.ShiftMs)))
+		}
 	}
 	if s := fc.Singleton; s != nil {
 		out = append(out, fmt.Sprintf("singleton (%s)%s", s.Mode, key(s.Key)))
@@ -151,6 +159,25 @@ func controlsInWords(fc flowctl.Controls) []string {
 	}
 	if tt := fc.TokenThrottle; tt != nil {
 		out = append(out, fmt.Sprintf("AI token throttle: %d tokens per %s%s", tt.Tokens, per(tt.PerMs), key(tt.Key)))
+	}
+	return out
+}
+
+// cancelOnInWords says which events cancel a workflow's runs, one phrase per entry.
+func cancelOnInWords(entries []native.CancelOn) []string {
+	var out []string
+	for _, c := range entries {
+		phrase := "cancelled by " + c.Event
+		if c.Match != "" {
+			phrase += " with the same " + c.Match
+		}
+		if c.If != "" {
+			phrase += " if " + c.If
+		}
+		if c.TimeoutMs > 0 {
+			phrase += " within " + fmtMs(c.TimeoutMs) + " of the run's start"
+		}
+		out = append(out, phrase)
 	}
 	return out
 }
