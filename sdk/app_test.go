@@ -165,3 +165,13 @@ func TestAppDefinition(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 }
+
+// TestSendEventWithoutData: an Event whose Data is nil is sent without data (the server
+// takes a missing data as null) instead of as "data": null, which the server refuses.
+func TestSendEventWithoutData(t *testing.T) {
+	t.Parallel()
+	h := startHarness(t)
+	res, err := h.client.SendEvent(context.Background(), sdk.Event{Name: "ping.nodata"})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.ID)
+}

@@ -63,10 +63,10 @@ func (c *Client) RegisterApp(ctx context.Context, app *App) (*RegisteredApp, err
 	return &out, nil
 }
 
-// Event is an event to send: its name, its data (any JSON-encodable value; nil is
-// null) and an optional DedupeID (a repeat within 24 h starts nothing). Delay or At (at
-// most one, at most 365 days ahead) delays its fan-out: the server stores it at once and
-// starts its runs then.
+// Event is an event to send: its name, its data (any JSON-encodable value; nil sends
+// none, which the server takes as null) and an optional DedupeID (a repeat within 24 h
+// starts nothing). Delay or At (at most one, at most 365 days ahead) delays its fan-out:
+// the server stores it at once and starts its runs then.
 type Event struct {
 	Name     string
 	Data     any
@@ -96,11 +96,14 @@ func (c *Client) SendEvents(ctx context.Context, events []Event) ([]EventResult,
 		if e.Name == "" {
 			return nil, fmt.Errorf("sdk: SendEvents: events[%d]: name is required", i)
 		}
-		data, err := wire.CompactJSON(e.Data)
-		if err != nil {
-			return nil, fmt.Errorf("sdk: SendEvents: events[%d].data: %w", i, err)
+		in[i] = wire.EventIn{Name: e.Name, DedupeID: e.DedupeID}
+		if e.Data != nil { // nil goes without data: the server refuses "data": null
+			data, err := wire.CompactJSON(e.Data)
+			if err != nil {
+				return nil, fmt.Errorf("sdk: SendEvents: events[%d].data: %w", i, err)
+			}
+			in[i].Data = data
 		}
-		in[i] = wire.EventIn{Name: e.Name, Data: data, DedupeID: e.DedupeID}
 		switch {
 		case e.Delay != 0 && !e.At.IsZero():
 			return nil, fmt.Errorf("sdk: SendEvents: events[%d]: give Delay or At, not both", i)

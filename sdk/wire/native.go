@@ -186,7 +186,7 @@ type RegisteredApp struct {
 // Delay (a duration such as "90s") delays its fan-out: at most one of them.
 type EventIn struct {
 	Name     string          `json:"name"`
-	Data     json.RawMessage `json:"data"`
+	Data     json.RawMessage `json:"data,omitempty"` // left out for none: the server takes it as null
 	DedupeID string          `json:"dedupeId,omitempty"`
 	Ts       int64           `json:"ts,omitempty"`
 	Delay    string          `json:"delay,omitempty"`
