@@ -130,19 +130,5 @@ func (t *Tx) deleteCancelOnIndex(project string, d *WorkflowDef) error {
 
 // CancelledOn lists the definitions whose cancelOn names an event, by workflow name.
 func (t *Tx) CancelledOn(project, event string) ([]WorkflowDef, error) {
-	ix := t.bucket(project, bucketCancelOn)
-	if ix == nil {
-		return nil, nil
-	}
-	prefix := append([]byte(event), 0)
-	var out []WorkflowDef
-	c := ix.Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		d, err := t.WorkflowDef(project, string(k[len(prefix):]))
-		if err != nil {
-			return nil, fmt.Errorf("cancelOn %q: %w", k, err)
-		}
-		out = append(out, *d)
-	}
-	return out, nil
+	return t.defsIndexedBy(project, bucketCancelOn, "cancelOn", event)
 }

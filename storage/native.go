@@ -195,7 +195,13 @@ func (t *Tx) WorkflowDefs(project string) ([]WorkflowDef, error) {
 
 // TriggeredBy lists the definitions an event name starts, by workflow name.
 func (t *Tx) TriggeredBy(project, event string) ([]WorkflowDef, error) {
-	ix := t.bucket(project, bucketTriggers)
+	return t.defsIndexedBy(project, bucketTriggers, "trigger", event)
+}
+
+// defsIndexedBy reads the definitions an index of event name 0x00 workflow name keys
+// lists under event, by workflow name; what names the index in errors.
+func (t *Tx) defsIndexedBy(project, bucket, what, event string) ([]WorkflowDef, error) {
+	ix := t.bucket(project, bucket)
 	if ix == nil {
 		return nil, nil
 	}
@@ -205,7 +211,7 @@ func (t *Tx) TriggeredBy(project, event string) ([]WorkflowDef, error) {
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		d, err := t.WorkflowDef(project, string(k[len(prefix):]))
 		if err != nil {
-			return nil, fmt.Errorf("trigger %q: %w", k, err)
+			return nil, fmt.Errorf("%s %q: %w", what, k, err)
 		}
 		out = append(out, *d)
 	}
