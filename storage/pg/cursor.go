@@ -55,6 +55,8 @@ func (c *cursor) load(from []byte, incl, forward bool) {
 	default:
 		q = `SELECT k, v FROM duraton_kv WHERE bucket = $1 AND k < $3 ORDER BY k DESC LIMIT $2`
 	}
+	t.pin()
+	defer t.unpin()
 	args := []any{c.b.id, c.size}
 	if from != nil {
 		args = append(args, from)
