@@ -154,14 +154,18 @@ func (b *bucket) ForEachBucket(fn func(name []byte) error) error {
 }
 
 func (b *bucket) KeyCount() int {
-	b.t.flush(b.id)
 	if b.t.err != nil {
 		return 0
 	}
 	b.t.pin()
 	defer b.t.unpin()
+	rows, err := b.t.ptx.QueryAfter(b.t.pending(b.id), `SELECT count(*) FROM duraton_kv WHERE bucket = $1`, b.id)
+	if err != nil {
+		b.t.fail(fmt.Errorf("pg: count: %w", err))
+		return 0
+	}
 	var n int
-	if err := b.t.ptx.QueryRow(`SELECT count(*) FROM duraton_kv WHERE bucket = $1`, b.id).Scan(&n); err != nil {
+	if err := (rowOf{rows}).Scan(&n); err != nil {
 		b.t.fail(fmt.Errorf("pg: count: %w", err))
 		return 0
 	}

@@ -49,15 +49,27 @@ func (s *session) withBegin(b *pgx.Batch) *pgx.Batch {
 
 // Query runs a query in the transaction.
 func (s *session) Query(sql string, args ...any) (pgx.Rows, error) {
-	if s.begin == "" {
+	return s.QueryAfter(nil, sql, args...)
+}
+
+// QueryAfter runs the statements of pre (writes: nil for none), then a query, in one
+// round trip.
+func (s *session) QueryAfter(pre *pgx.Batch, sql string, args ...any) (pgx.Rows, error) {
+	if s.begin == "" && (pre == nil || pre.Len() == 0) {
 		return s.conn.Query(s.ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
+	b := pre
+	if b == nil {
+		b = &pgx.Batch{}
+	}
 	b.Queue(sql, args...)
-	br := s.conn.SendBatch(s.ctx, s.withBegin(b))
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
+	b = s.withBegin(b)
+	br := s.conn.SendBatch(s.ctx, b)
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

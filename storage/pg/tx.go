@@ -149,18 +149,16 @@ func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (kv.Bucket, err
 	return &bucket{t: t, id: id}, nil
 }
 
-// flush sends the bucket's pending writes (before a query that must see them).
-func (t *tx) flush(bucket int64) {
-	if t.err != nil {
-		return
-	}
+// pending returns the bucket's pending writes as a batch, nil when there are none: a
+// query that must see them sends them first, in its own round trip.
+func (t *tx) pending(bucket int64) *pgx.Batch {
 	s := t.keys[bucket]
 	if s == nil || s.dirty == 0 {
-		return
+		return nil
 	}
 	b := &pgx.Batch{}
 	queueWrites(b, bucket, s)
-	t.sendBatch(b)
+	return b
 }
 
 // flushAll sends every pending write in one round trip.

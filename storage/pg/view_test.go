@@ -15,15 +15,18 @@ import (
 	"github.com/duraton/duraton/storage/pg/pgtest"
 )
 
-// counter counts the statements an engine sends, batched or not.
-type counter struct{ n atomic.Int64 }
+// counter counts the statements an engine sends, batched or not (n), and its round
+// trips (rt: a statement alone or a batch).
+type counter struct{ n, rt atomic.Int64 }
 
 func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.rt.Add(1)
 	return ctx
 }
 func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.rt.Add(1)
 	return ctx
 }
 func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { c.n.Add(1) }
@@ -187,6 +190,31 @@ func TestViewCacheAndSnapshotAgree(t *testing.T) {
 	require.Equal(t, big('1'), b, "the View's database read is of the state its cached read was")
 	require.Equal(t, []byte("2"), get(t, e, "a"))
 	require.Equal(t, big('2'), get(t, e, "b"))
+}
+
+// A cursor sends the transaction's pending writes of its bucket with its query, in one
+// round trip: a write transaction that puts and then scans costs that round trip and
+// its COMMIT.
+func TestCursorSendsWritesWithItsQuery(t *testing.T) {
+	ctr := &counter{}
+	e, err := pg.OpenTraced(context.Background(), pg.Config{URL: pgtest.Shared(t).NewDatabase(t)}, ctr)
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close() })
+	put(t, e, "a", []byte("1"))
+	ctr.rt.Store(0)
+	var keys []string
+	require.NoError(t, e.Update(func(tx kv.Tx) error {
+		b := tx.Bucket([]byte("b"))
+		if err := b.Put([]byte("b"), []byte("2")); err != nil {
+			return err
+		}
+		for k, _ := b.Cursor().First(); k != nil; k, _ = b.Cursor().Seek(append(k, 0)) {
+			keys = append(keys, string(k))
+		}
+		return nil
+	}))
+	require.Equal(t, []string{"a", "b"}, keys)
+	require.Equal(t, int64(1+2+1), ctr.rt.Load(), "First with the write, two Seeks, COMMIT")
 }
 
 // overwrite writes key on url's database as another process would (not through the
