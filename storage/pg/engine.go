@@ -216,7 +216,7 @@ func (e *Engine) attempt(write bool, fn func(kv.Tx) error) (connLost bool, err e
 		t.cache = e.cache.Load()
 	} else {
 		t.vc = e.viewCache()
-		defer t.unpin()
+		defer t.release()
 	}
 	ferr := fn(t)
 	if t.err != nil {

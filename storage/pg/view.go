@@ -9,12 +9,12 @@ package pg
 //     replica may take over, and then write, only once the lease has expired by the
 //     database's clock (and the grace with it), which is later. A lease known lost
 //     (Renew's ErrLeaseLost, a fenced Update, Resign) drops the cache at once.
-//   - The entry agrees with the View's snapshot. The View pins the cache's commit count
-//     (seq) at its first read and holds the commit gate shared until its first statement
-//     has been answered, which fixes its REPEATABLE READ snapshot; a commit holds the gate
-//     exclusively from its COMMIT until the cache has caught up (and counted it). So the
-//     snapshot is the state at the pinned seq, and the View uses only entries put at that
-//     seq or before: a newer one is read from the snapshot.
+//   - The entry agrees with what the View reads from the database. The View pins the
+//     cache's commit count (seq) at its first read and holds the commit gate shared
+//     until its snapshot is set (see unpin); a commit holds the gate exclusively from
+//     its COMMIT until the cache has caught up (and counted it). So what the View reads
+//     from the database is the state at the pinned seq, and it uses only entries put at
+//     that seq or before: a newer one is read from the database.
 //   - The entry is younger than Config.ViewCacheAge. One writer is not fenced:
 //     `duraton tokens` on a running database (token records only, which the leader
 //     writes at its first start only). What the leader cached of such a record is
@@ -45,11 +45,22 @@ func (t *tx) pin() {
 	t.pinned = pinHeld
 	t.snap = t.vc.snapshot()
 	t.since = t.e.clock() - int64(t.e.cfg.ViewCacheAge)
+	t.ptx.alone = true
 }
 
-// unpin lets commits go on once the View's first statement has been answered (its
-// snapshot is set), or when it ends.
+// unpin lets commits go on once the View's snapshot is set: by a statement of its
+// transaction. Its first statement is sent alone, outside a transaction (no BEGIN, no
+// ROLLBACK: most Views of the leader read the database once); the gate, held until
+// the View ends or its second statement (sent with the BEGIN) has been answered,
+// makes both of the same state, so no ROLLBACK is paid unless a second one is sent.
 func (t *tx) unpin() {
+	if t.pinned == pinHeld && t.ptx.begin == "" {
+		t.release()
+	}
+}
+
+// release ends the View's hold on the gate.
+func (t *tx) release() {
 	if t.pinned == pinHeld {
 		t.e.gate.RUnlock()
 		t.pinned = pinDone

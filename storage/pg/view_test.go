@@ -84,7 +84,16 @@ func TestViewReadsLeaderCache(t *testing.T) {
 	require.Zero(t, ctr.n.Load(), "a View of a key the leader wrote sends no statement")
 
 	require.Nil(t, get(t, e, "never"))
-	require.Positive(t, ctr.n.Load(), "a key the leader never wrote is read from the database")
+	require.Equal(t, int64(1), ctr.n.Load(), "a key the leader never wrote is read from the database, alone: no BEGIN, no ROLLBACK")
+
+	ctr.n.Store(0)
+	require.NoError(t, e.View(func(tx kv.Tx) error {
+		b := tx.Bucket([]byte("b"))
+		require.Nil(t, b.Get([]byte("x")))
+		require.Nil(t, b.Get([]byte("y")))
+		return nil
+	}))
+	require.Equal(t, int64(4), ctr.n.Load(), "two reads: the first alone, then BEGIN, the second, ROLLBACK")
 }
 
 // The cache is not used once the lease may be lost: after the lease's TTL by the
@@ -153,16 +162,17 @@ func TestViewCacheAge(t *testing.T) {
 	require.Equal(t, []byte("v2"), get(t, e, "k"))
 }
 
-// A View that read one key from the cache and another from the database sees one
-// state, though a commit of both runs meanwhile: the commit waits until the View's
-// snapshot is set.
+// A View that read one key from the cache and others from the database sees one
+// state, though a commit of them all runs meanwhile: the commit waits until the View's
+// snapshot is set (its second statement's transaction).
 func TestViewCacheAndSnapshotAgree(t *testing.T) {
 	e, _, _ := leaderEngine(t, pgtest.Shared(t).NewDatabase(t), time.Hour, 0)
 	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, pg.MaxCachedValue+1) } // never cached
 	put(t, e, "a", []byte("1"))
 	put(t, e, "b", big('1'))
+	put(t, e, "c", big('1'))
 
-	var a, b []byte
+	var a, b, c []byte
 	committed := make(chan error, 1)
 	require.NoError(t, e.View(func(tx kv.Tx) error {
 		bk := tx.Bucket([]byte("b"))
@@ -171,6 +181,9 @@ func TestViewCacheAndSnapshotAgree(t *testing.T) {
 			committed <- e.Update(func(tx kv.Tx) error {
 				w := tx.Bucket([]byte("b"))
 				if err := w.Put([]byte("a"), []byte("2")); err != nil {
+					return err
+				}
+				if err := w.Put([]byte("c"), big('2')); err != nil {
 					return err
 				}
 				return w.Put([]byte("b"), big('2'))
@@ -182,12 +195,14 @@ func TestViewCacheAndSnapshotAgree(t *testing.T) {
 			committed <- err
 		case <-time.After(300 * time.Millisecond):
 		}
-		b = bytes.Clone(bk.Get([]byte("b"))) // from the database
+		b = bytes.Clone(bk.Get([]byte("b"))) // from the database, alone
+		c = bytes.Clone(bk.Get([]byte("c"))) // from the database, in a transaction
 		return nil
 	}))
 	require.NoError(t, <-committed)
 	require.Equal(t, []byte("1"), a)
 	require.Equal(t, big('1'), b, "the View's database read is of the state its cached read was")
+	require.Equal(t, big('1'), c, "and so is its second")
 	require.Equal(t, []byte("2"), get(t, e, "a"))
 	require.Equal(t, big('2'), get(t, e, "b"))
 }
