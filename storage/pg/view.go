@@ -53,6 +53,7 @@ func (t *tx) pin() {
 // ROLLBACK: most Views of the leader read the database once); the gate, held until
 // the View ends or its second statement (sent with the BEGIN) has been answered,
 // makes both of the same state, so no ROLLBACK is paid unless a second one is sent.
+// (Only a write from outside the fence, `duraton tokens`, can land between the two.)
 func (t *tx) unpin() {
 	if t.pinned == pinHeld && t.ptx.begin == "" {
 		t.release()
