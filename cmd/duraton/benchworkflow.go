@@ -39,6 +39,9 @@ type benchWorkflowResult struct {
 	EndpointCPUUsPerStep float64 `json:"endpoint_cpu_us_per_step,omitempty"`
 	ServerCPUUsPerRun    float64 `json:"server_cpu_us_per_run,omitempty"`
 	EndpointCPUUsPerRun  float64 `json:"endpoint_cpu_us_per_run,omitempty"`
+	// With --store, when PostgreSQL runs on this machine: its own CPU time (every
+	// process of the server, benchpgcpu.go) over the measured interval, per step.
+	PostgresCPUUsPerStep float64 `json:"postgres_cpu_us_per_step,omitempty"`
 }
 
 func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writer) error {

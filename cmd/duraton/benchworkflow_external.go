@@ -98,6 +98,22 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		clients[i] = c
 	}
 
+	var pg *pgCPU
+	if bs.url != "" {
+		p, ok, err := findPGCPU(ctx, bs.url)
+		if err != nil {
+			return benchWorkflowResult{}, err
+		}
+		if ok {
+			pg = p
+		}
+	}
+	var pg0, pg1 int64
+	if pg != nil {
+		if pg0, err = pg.Us(); err != nil {
+			return benchWorkflowResult{}, err
+		}
+	}
 	srv0, err := server.Stats()
 	if err != nil {
 		return benchWorkflowResult{}, err
@@ -137,6 +153,11 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 	if err != nil {
 		return benchWorkflowResult{}, err
 	}
+	if pg != nil {
+		if pg1, err = pg.Us(); err != nil {
+			return benchWorkflowResult{}, err
+		}
+	}
 	ep1, err := endpoint.Stats()
 	if err != nil {
 		return benchWorkflowResult{}, err
@@ -164,5 +185,6 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		EndpointCPUUsPerStep: round1(float64(ep1.CPUUs-ep0.CPUUs) / total),
 		ServerCPUUsPerRun:    round1(float64(srv1.CPUUs-srv0.CPUUs) / float64(runs)),
 		EndpointCPUUsPerRun:  round1(float64(ep1.CPUUs-ep0.CPUUs) / float64(runs)),
+		PostgresCPUUsPerStep: round1(float64(pg1-pg0) / total),
 	}, nil
 }

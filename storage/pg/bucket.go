@@ -25,7 +25,12 @@ func (b *bucket) Get(key []byte) []byte {
 			s.m[string(key)] = &keyState{v: v, present: present}
 			return v
 		}
+	} else if v, present, ok := b.t.viewGet(b.id, key); ok {
+		s.m[string(key)] = &keyState{v: v, present: present}
+		return v
 	}
+	b.t.pin()
+	defer b.t.unpin()
 	var v []byte
 	rows, err := b.t.ptx.Query(`SELECT v FROM duraton_kv WHERE bucket = $1 AND k = $2`, b.id, key)
 	if err != nil {
@@ -119,6 +124,8 @@ func (b *bucket) ForEachBucket(fn func(name []byte) error) error {
 	if b.t.err != nil {
 		return b.t.err
 	}
+	b.t.pin()
+	defer b.t.unpin()
 	rows, err := b.t.ptx.Query(`SELECT name FROM duraton_buckets WHERE parent = $1 ORDER BY name`, b.id)
 	if err != nil {
 		b.t.fail(fmt.Errorf("pg: list buckets: %w", err))
@@ -147,12 +154,18 @@ func (b *bucket) ForEachBucket(fn func(name []byte) error) error {
 }
 
 func (b *bucket) KeyCount() int {
-	b.t.flush(b.id)
 	if b.t.err != nil {
 		return 0
 	}
+	b.t.pin()
+	defer b.t.unpin()
+	rows, err := b.t.ptx.QueryAfter(b.t.pending(b.id), `SELECT count(*) FROM duraton_kv WHERE bucket = $1`, b.id)
+	if err != nil {
+		b.t.fail(fmt.Errorf("pg: count: %w", err))
+		return 0
+	}
 	var n int
-	if err := b.t.ptx.QueryRow(`SELECT count(*) FROM duraton_kv WHERE bucket = $1`, b.id).Scan(&n); err != nil {
+	if err := (rowOf{rows}).Scan(&n); err != nil {
 		b.t.fail(fmt.Errorf("pg: count: %w", err))
 		return 0
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestValueCacheBoundedLRU(t *testing.T) {
-	c := newValueCache(10 * (96 + 2 + 10)) // room for ten 2-byte keys with 10-byte values
+	c := newValueCache(10*(96+2+10), func() int64 { return 0 }) // room for ten 2-byte keys with 10-byte values
 	val := bytes.Repeat([]byte("v"), 10)
 	for i := range 12 {
 		c.put(1, fmt.Sprintf("%02d", i), val, true)

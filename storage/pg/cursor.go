@@ -6,7 +6,7 @@ import (
 )
 
 // cursor walks a bucket in pages read in one direction at a time. The bucket's pending
-// writes are sent before each page is read, and a row of a page read earlier is shown as
+// writes are sent with each page's query (in its round trip, before it), and a row of a page read earlier is shown as
 // this transaction last wrote it (deleted rows skipped), so a cursor sees the
 // transaction's own deletes and updates; a key inserted into a page's range after that
 // page was read is not seen (bbolt leaves mutation under an open cursor undefined too,
@@ -33,7 +33,6 @@ const (
 func (c *cursor) load(from []byte, incl, forward bool) {
 	c.rows, c.pos, c.forward, c.more = c.rows[:0], 0, forward, false
 	t := c.b.t
-	t.flush(c.b.id)
 	if t.err != nil {
 		return
 	}
@@ -55,11 +54,13 @@ func (c *cursor) load(from []byte, incl, forward bool) {
 	default:
 		q = `SELECT k, v FROM duraton_kv WHERE bucket = $1 AND k < $3 ORDER BY k DESC LIMIT $2`
 	}
+	t.pin()
+	defer t.unpin()
 	args := []any{c.b.id, c.size}
 	if from != nil {
 		args = append(args, from)
 	}
-	rows, err := t.ptx.Query(q, args...)
+	rows, err := t.ptx.QueryAfter(t.pending(c.b.id), q, args...)
 	if err != nil {
 		t.fail(fmt.Errorf("pg: scan: %w", err))
 		return

@@ -8,7 +8,9 @@
 // leader lease (lease.go): one replica at a time runs the delivery engine, and every
 // transaction it writes is fenced by the lease's epoch, so a replica that lost the lease
 // cannot write after another took over. A resignation NOTIFYs the followers (watch.go):
-// a wake-up hint only, on top of their polling.
+// a wake-up hint only, on top of their polling. While it leads, a replica keeps what it
+// committed in a bounded cache (cache.go) that its writes read and, while its lease
+// surely holds, its Views too (view.go): a delivery it wrote is read without a round trip.
 //
 // pg implements the seam and returns the seam's errors (kv.ErrKeyTooLarge, kv.ErrFenced);
 // it does not import the domain store, whose records it never reads. Its tests run the

@@ -27,6 +27,12 @@ type Config struct {
 	// CacheBytes bounds the leader's cache of committed values (cache.go). Default
 	// 64 MiB.
 	CacheBytes int64
+	// ViewCacheAge is how long after the leader cached a value its Views may read it
+	// from the cache (view.go): the bound on how stale a View can read a record that a
+	// writer outside the fence (`duraton tokens`) changed. Default 1s.
+	ViewCacheAge time.Duration
+
+	tracer pgx.QueryTracer // tests count the statements sent
 }
 
 func (c Config) withDefaults() Config {
@@ -38,6 +44,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = 64 << 20
+	}
+	if c.ViewCacheAge <= 0 {
+		c.ViewCacheAge = time.Second
 	}
 	return c
 }
@@ -53,6 +62,8 @@ func (c Config) Validate() error {
 		return errors.New("pg: StatementTimeout must not be negative")
 	case c.CacheBytes < 0:
 		return errors.New("pg: CacheBytes must not be negative")
+	case c.ViewCacheAge < 0:
+		return errors.New("pg: ViewCacheAge must not be negative")
 	}
 	return nil
 }
@@ -78,6 +89,13 @@ type Engine struct {
 
 	fence atomic.Pointer[fence]      // set once this process leads: every write is checked
 	cache atomic.Pointer[valueCache] // set with fence: this process is the only writer
+
+	// gate: a commit of the leader holds it from COMMIT until the cache has caught up,
+	// a View reading the cache holds it shared until its snapshot is set (view.go).
+	gate sync.RWMutex
+	// leaseUntil: until when (clock) this process surely holds the lease.
+	leaseUntil atomic.Int64
+	clock      func() int64 // monotonic nanoseconds
 }
 
 // fence is the lease a write must still hold.
@@ -104,6 +122,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("pg: connection string: %w", err)
 	}
 	pc.MaxConns = int32(cfg.MaxConns)
+	if cfg.tracer != nil {
+		pc.ConnConfig.Tracer = cfg.tracer
+	}
 	pc.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cfg.StatementTimeout.Milliseconds())
 	// A session that dies with a transaction open must not hold back vacuum.
 	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(cfg.StatementTimeout.Milliseconds())
@@ -119,7 +140,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		pool.Close()
 		return nil, err
 	}
-	e := &Engine{pool: pool, cfg: cfg}
+	start := time.Now()
+	e := &Engine{pool: pool, cfg: cfg, clock: func() int64 { return int64(time.Since(start)) }}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -192,6 +214,9 @@ func (e *Engine) attempt(write bool, fn func(kv.Tx) error) (connLost bool, err e
 	t := &tx{e: e, ctx: e.ctx, ptx: s, write: write}
 	if write {
 		t.cache = e.cache.Load()
+	} else {
+		t.vc = e.viewCache()
+		defer t.release()
 	}
 	ferr := fn(t)
 	if t.err != nil {
@@ -207,11 +232,22 @@ func (e *Engine) attempt(write bool, fn func(kv.Tx) error) (connLost bool, err e
 		return false, err
 	}
 	committing = true
-	if err := s.end(true); err != nil {
+	if t.cache != nil {
+		// No View may set its snapshot while the commit is in flight (view.go).
+		e.gate.Lock()
+	}
+	err = s.end(true)
+	if err != nil {
 		t.uncache() // it may have committed: what it wrote is read again
+	} else {
+		t.recache()
+	}
+	if t.cache != nil {
+		e.gate.Unlock()
+	}
+	if err != nil {
 		return false, err
 	}
-	t.recache()
 	for k, id := range t.created {
 		e.buckets.Store(k, id)
 	}
@@ -229,6 +265,7 @@ func (e *Engine) checkFence(s *session) error {
 	err := s.QueryRow(`SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
 		f.holder, f.epoch).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
+		e.dropCache()
 		return kv.ErrFenced
 	}
 	if err != nil {

@@ -42,6 +42,7 @@ func (e *Engine) Leader(ctx context.Context) (Leader, error) {
 // yet fenced itself). It returns the new epoch, or 0 when another replica leads.
 func (e *Engine) TryLead(ctx context.Context, holder, addr string, ttl, grace time.Duration) (int64, error) {
 	var epoch int64
+	sent := e.clock()
 	err := e.pool.QueryRow(ctx, `UPDATE duraton_leader
 		SET holder = $1, addr = $2, epoch = epoch + 1, lease_until = clock_timestamp() + $3::interval
 		WHERE id = 1 AND (holder = '' OR lease_until < clock_timestamp() - $4::interval)
@@ -52,6 +53,7 @@ func (e *Engine) TryLead(ctx context.Context, holder, addr string, ttl, grace ti
 	if err != nil {
 		return 0, fmt.Errorf("pg: take lease: %w", err)
 	}
+	e.leaseUntil.Store(sent + int64(ttl))
 	return epoch, nil
 }
 
@@ -61,14 +63,17 @@ var ErrLeaseLost = errors.New("pg: the leader lease was taken over by another re
 // Renew extends holder's lease by ttl from now (database time). It fails with
 // ErrLeaseLost once another replica took over.
 func (e *Engine) Renew(ctx context.Context, holder string, epoch int64, ttl time.Duration) error {
+	sent := e.clock()
 	tag, err := e.pool.Exec(ctx, `UPDATE duraton_leader SET lease_until = clock_timestamp() + $3::interval
 		WHERE id = 1 AND holder = $1 AND epoch = $2`, holder, epoch, ttl)
 	if err != nil {
 		return fmt.Errorf("pg: renew lease: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
+		e.dropCache()
 		return ErrLeaseLost
 	}
+	e.leaseUntil.Store(sent + int64(ttl))
 	return nil
 }
 
@@ -76,6 +81,7 @@ func (e *Engine) Renew(ctx context.Context, holder string, epoch int64, ttl time
 // waiting for it to expire. It notifies leaseChannel (see WatchLease), so followers try
 // at once rather than at their next poll.
 func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
+	e.dropCache()
 	_, err := e.pool.Exec(ctx, `WITH resigned AS (
 			UPDATE duraton_leader SET lease_until = '-infinity', holder = ''
 			WHERE id = 1 AND holder = $1 AND epoch = $2 RETURNING 1)
@@ -90,7 +96,7 @@ func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
 // here on this process writes as the leader.
 func (e *Engine) Fence(holder string, epoch int64) {
 	e.fence.Store(&fence{holder: holder, epoch: epoch})
-	e.cache.CompareAndSwap(nil, newValueCache(e.cfg.CacheBytes))
+	e.cache.CompareAndSwap(nil, newValueCache(e.cfg.CacheBytes, e.clock))
 }
 
 // ClockOffset is how far the database's clock is ahead of this process's: the midpoint

@@ -11,11 +11,15 @@ import (
 // session is a transaction's connection. Its BEGIN is not sent on its own: it goes in
 // one round trip with the transaction's first statement (a pipelined batch), and a
 // transaction that sends no statement sends no BEGIN and no end. A View costs its
-// reads and a ROLLBACK; a write, its reads, one batch of writes and a COMMIT.
+// reads and a ROLLBACK (a leader's View that reads once from the database, its read
+// alone: view.go); a write, its reads, one batch of writes and a COMMIT.
 type session struct {
 	ctx   context.Context
 	conn  *pgxpool.Conn
 	begin string // the BEGIN statement, "" once sent
+	// alone: the next statement is sent without the pending BEGIN, outside a
+	// transaction (a leader's View, which holds the commit gate meanwhile: view.go).
+	alone bool
 }
 
 const (
@@ -49,15 +53,31 @@ func (s *session) withBegin(b *pgx.Batch) *pgx.Batch {
 
 // Query runs a query in the transaction.
 func (s *session) Query(sql string, args ...any) (pgx.Rows, error) {
-	if s.begin == "" {
+	return s.QueryAfter(nil, sql, args...)
+}
+
+// QueryAfter runs the statements of pre (writes: nil for none), then a query, in one
+// round trip.
+func (s *session) QueryAfter(pre *pgx.Batch, sql string, args ...any) (pgx.Rows, error) {
+	if s.alone && (pre == nil || pre.Len() == 0) {
+		s.alone = false
 		return s.conn.Query(s.ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
+	if s.begin == "" && (pre == nil || pre.Len() == 0) {
+		return s.conn.Query(s.ctx, sql, args...)
+	}
+	b := pre
+	if b == nil {
+		b = &pgx.Batch{}
+	}
 	b.Queue(sql, args...)
-	br := s.conn.SendBatch(s.ctx, s.withBegin(b))
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
+	b = s.withBegin(b)
+	br := s.conn.SendBatch(s.ctx, b)
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -69,7 +89,7 @@ func (s *session) Query(sql string, args ...any) (pgx.Rows, error) {
 
 // QueryRow runs a one-row query in the transaction.
 func (s *session) QueryRow(sql string, args ...any) pgx.Row {
-	if s.begin == "" {
+	if s.begin == "" && !s.alone {
 		return s.conn.QueryRow(s.ctx, sql, args...)
 	}
 	rows, err := s.Query(sql, args...)

@@ -21,6 +21,10 @@ type tx struct {
 	write bool
 
 	cache   *valueCache          // the leader's cache of committed values (write only)
+	vc      *valueCache          // the same for a View, when it may read it (view.go)
+	snap    uint64               // a View's pinned seq of vc
+	since   int64                // a View uses entries put at this clock or later
+	pinned  int8                 // pinNone, pinHeld, pinDone
 	err     error                // the first failed statement: fails the transaction
 	created map[bucketKey]int64  // buckets created here (cached once committed)
 	keys    map[int64]*keyStates // per bucket id: keys read or written here
@@ -79,6 +83,8 @@ func (t *tx) lookup(parent int64, name []byte) (int64, bool) {
 	if t.err != nil {
 		return 0, false
 	}
+	t.pin()
+	defer t.unpin()
 	var id int64
 	err := t.ptx.QueryRow(`SELECT id FROM duraton_buckets WHERE parent = $1 AND name = $2`, parent, name).Scan(&id)
 	switch {
@@ -143,18 +149,16 @@ func (t *tx) createIn(parent int64, name []byte, ifMissing bool) (kv.Bucket, err
 	return &bucket{t: t, id: id}, nil
 }
 
-// flush sends the bucket's pending writes (before a query that must see them).
-func (t *tx) flush(bucket int64) {
-	if t.err != nil {
-		return
-	}
+// pending returns the bucket's pending writes as a batch, nil when there are none: a
+// query that must see them sends them first, in its own round trip.
+func (t *tx) pending(bucket int64) *pgx.Batch {
 	s := t.keys[bucket]
 	if s == nil || s.dirty == 0 {
-		return
+		return nil
 	}
 	b := &pgx.Batch{}
 	queueWrites(b, bucket, s)
-	t.sendBatch(b)
+	return b
 }
 
 // flushAll sends every pending write in one round trip.
@@ -197,11 +201,12 @@ func queueWrites(b *pgx.Batch, bucket int64, s *keyStates) {
 	}
 }
 
-// recache records what a committed transaction wrote in the cache.
+// recache records what a committed transaction wrote in the cache, as of a new seq.
 func (t *tx) recache() {
 	if t.cache == nil {
 		return
 	}
+	t.cache.advance()
 	for id, s := range t.keys {
 		for k, st := range s.m {
 			if st.written {
@@ -211,11 +216,12 @@ func (t *tx) recache() {
 	}
 }
 
-// uncache forgets what a transaction wrote.
+// uncache forgets what a transaction wrote (and counts it as a commit).
 func (t *tx) uncache() {
 	if t.cache == nil {
 		return
 	}
+	t.cache.advance()
 	for id, s := range t.keys {
 		for k, st := range s.m {
 			if st.written {
