@@ -97,6 +97,9 @@ type Config struct {
 	Hooks Hooks
 	// Observer is told what the engine does, for metrics. Default: nothing.
 	Observer Observer
+	// Runs is told which runs each commit changed, for live streams (watch.go).
+	// Default: nobody.
+	Runs RunWatcher
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
@@ -275,6 +278,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 			return nil, err
 		}
 	}
+	store = watch(store, cfg.Runs)
 	e := &Engine{
 		cfg:   cfg,
 		store: store,

@@ -27,7 +27,9 @@ type NativeRuns interface {
 func (h *nativeHandlers) registerRuns(g *echo.Group) {
 	g.GET("/runs", h.listRuns)
 	g.GET("/runs/stats", h.runStats)
+	g.GET("/runs/stream", h.runStream)
 	g.GET("/runs/:id", h.getRun)
+	g.GET("/runs/:id/events", h.runEvents)
 	g.POST("/runs/:id/cancel", h.cancelRun)
 	g.POST("/runs/:id/replay", h.replayRun)
 	g.GET("/flow-state", h.flowState)

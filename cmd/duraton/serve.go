@@ -20,6 +20,7 @@ import (
 	"github.com/duraton/duraton/delivery/urlgroup"
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/server/console"
+	"github.com/duraton/duraton/server/live"
 	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/storage"
 )
@@ -173,6 +174,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 			return nil, err
 		}
 	}
+	hub := live.New(live.Config{}) // the live run streams, told of changes by the engine
 	engineCfg := delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
@@ -183,6 +185,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		Destinations:   d.policy,
 		AIPrices:       f.AIPrices,
 		Observer:       d.mtr,
+		Runs:           hub,
 		Now:            d.now,
 		Logger:         log,
 	}
@@ -230,6 +233,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		ForwardSecret:        d.forwardSecret,
 		Backup:               backup,
 		Console:              cons,
+		Live:                 hub,
 		Logger:               log,
 	}, engine)
 	if err != nil {
