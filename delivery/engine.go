@@ -97,6 +97,9 @@ type Config struct {
 	Hooks Hooks
 	// Observer is told what the engine does, for metrics. Default: nothing.
 	Observer Observer
+	// Tracer is told of each attempt of a run's delivery, and deliveries of runs carry a
+	// traceparent header (trace.go). Default: nil, no tracing.
+	Tracer Tracer
 	// Runs is told which runs each commit changed, for live streams (watch.go).
 	// Default: nobody.
 	Runs RunWatcher

@@ -48,3 +48,40 @@ func watch(store Store, w RunWatcher) Store {
 	}
 	return watchedStore{Store: store, up: up, w: w}
 }
+
+// Watchers is one RunWatcher telling each of ws (nil entries are left out; nil when none
+// is left).
+func Watchers(ws ...RunWatcher) RunWatcher {
+	var out multiWatcher
+	for _, w := range ws {
+		if w != nil {
+			out = append(out, w)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return out
+}
+
+type multiWatcher []RunWatcher
+
+func (m multiWatcher) Watching() bool {
+	for _, w := range m {
+		if w.Watching() {
+			return true
+		}
+	}
+	return false
+}
+
+func (m multiWatcher) RunsChanged(refs []RunRef) {
+	for _, w := range m {
+		if w.Watching() {
+			w.RunsChanged(refs)
+		}
+	}
+}

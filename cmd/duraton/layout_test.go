@@ -41,6 +41,7 @@ var allowedImports = map[string][]string{
 	"server/authlimit":             {},
 	"server/metrics":               {"delivery"},
 	"server/live":                  {"delivery"},
+	"server/tracing":               {"delivery", "delivery/native"},
 	"server/console":               {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/authlimit"},
 	"server/servertest":            {"server", "delivery", "delivery/native", "delivery/netguard", "storage", "storage/pg"},
 	"server/replica":               {"sdk/wire"},

@@ -22,6 +22,7 @@ import (
 	"github.com/duraton/duraton/server/console"
 	"github.com/duraton/duraton/server/live"
 	"github.com/duraton/duraton/server/metrics"
+	"github.com/duraton/duraton/server/tracing"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -154,6 +155,8 @@ type node struct {
 	sched   *schedule.Scheduler
 	nat     *native.Service
 	srv     *server.Server
+	traces  *tracing.Exporter // nil without --otlp-endpoint
+	log     *slog.Logger
 	token   string // the default project's token (dev: always; serve: when just made)
 	project *delivery.Project
 }
@@ -175,6 +178,14 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		}
 	}
 	hub := live.New(live.Config{}) // the live run streams, told of changes by the engine
+	var traces *tracing.Exporter   // nil: no --otlp-endpoint, no tracing cost
+	var tracer delivery.Tracer
+	if f.OTLPEndpoint != "" {
+		if traces, err = tracing.New(ctx, tracing.Config{Endpoint: f.OTLPEndpoint, Logger: log}); err != nil {
+			return nil, err
+		}
+		tracer = traces
+	}
 	engineCfg := delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
@@ -185,7 +196,8 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		Destinations:   d.policy,
 		AIPrices:       f.AIPrices,
 		Observer:       d.mtr,
-		Runs:           hub,
+		Runs:           delivery.Watchers(hub, watcherOf(traces)),
+		Tracer:         tracer,
 		Now:            d.now,
 		Logger:         log,
 	}
@@ -202,6 +214,9 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	}, store, engine)
 	if err != nil {
 		return nil, err
+	}
+	if traces != nil {
+		traces.ReadRuns(nat)
 	}
 	cons, err := console.New(console.Config{
 		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(),
@@ -239,7 +254,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &node{engine: engine, sched: sched, nat: nat, srv: srv, token: token, project: project}, nil
+	return &node{engine: engine, sched: sched, nat: nat, srv: srv, traces: traces, log: log, token: token, project: project}, nil
 }
 
 // start starts the engine, the schedules and the native flusher.
@@ -264,6 +279,21 @@ func (n *node) stop() {
 	n.nat.Stop()
 	n.sched.Stop()
 	n.engine.Stop()
+	if n.traces != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := n.traces.Close(ctx); err != nil { // flushes the spans made
+			n.log.Warn("trace export at shutdown", "err", err)
+		}
+	}
+}
+
+// watcherOf is traces as a RunWatcher, nil (not a typed nil) without tracing.
+func watcherOf(traces *tracing.Exporter) delivery.RunWatcher {
+	if traces == nil {
+		return nil
+	}
+	return traces
 }
 
 // listenHost is the host part of a listen address ("" for all interfaces).
