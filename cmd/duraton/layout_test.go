@@ -42,7 +42,7 @@ var allowedImports = map[string][]string{
 	"server/metrics":               {"delivery"},
 	"server/live":                  {"delivery"},
 	"server/tracing":               {"delivery", "delivery/native"},
-	"server/console":               {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/authlimit"},
+	"server/console":               {"delivery", "delivery/native", "flowctl", "sdk/wire", "server/authlimit", "server/live"},
 	"server/servertest":            {"server", "delivery", "delivery/native", "delivery/netguard", "storage", "storage/pg"},
 	"server/replica":               {"sdk/wire"},
 	"sdk/wire":                     {},

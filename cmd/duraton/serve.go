@@ -219,7 +219,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		traces.ReadRuns(nat)
 	}
 	cons, err := console.New(console.Config{
-		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(),
+		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(), Live: hub,
 		ProjectForToken: func(ctx context.Context, token string) (string, error) {
 			return engine.ProjectForToken(ctx, server.TokenHash(token))
 		},
