@@ -152,6 +152,8 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	})
 	mux.HandleFunc("GET /console/workflows", c.withSession(c.workflows))
+	mux.HandleFunc("GET /console/workflows/{name}", c.withSession(c.workflow))
+	mux.HandleFunc("POST /console/events", c.withSession(c.sendEvent))
 	mux.HandleFunc("GET /console/events", c.withSession(c.events))
 	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
 	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))

@@ -60,14 +60,17 @@ func buildWaterfall(v *runView, now time.Time) waterfall {
 	}
 	wf := waterfall{Width: wfWidth, Total: (time.Duration(t1-t0) * time.Millisecond).Round(time.Millisecond).String()}
 	prev := t0
-	addRow := func(label, kind string, from, to int64, title string, attempts []delivery.LogEvent) {
+	addRow := func(label, kind string, from, to int64, title string, attempts []delivery.LogEvent, afterGap bool) {
 		y := len(wf.Rows) * wfRowH
 		row := wfRow{Label: label, Y: y + 4, TextY: y + 17, X: x(from), Kind: kind, Title: title}
 		row.W = max(x(to)-row.X, wfMinBar)
-		row.Attempts = attemptBars(attempts, x, y+16)
+		row.Attempts = attemptBars(attempts, x, y+16, afterGap)
 		wf.Attempts += len(row.Attempts)
 		wf.Rows = append(wf.Rows, row)
 	}
+	// A sleep or wait is recorded when it begins; the time until the step after it is the
+	// gap, drawn on the sleep's row. The step after a gap is drawn from its answer only:
+	// when its delivery began within the gap is not recorded.
 	for i, s := range v.Steps {
 		var attempts []delivery.LogEvent
 		if i > 0 {
@@ -81,17 +84,27 @@ func buildWaterfall(v *runView, now time.Time) waterfall {
 		if i == 0 {
 			kind = "start"
 		}
-		took := time.Duration(s.CreatedAt-prev) * time.Millisecond
-		addRow(fmt.Sprintf("%d. %s", s.Index, name), kind, prev, s.CreatedAt,
-			fmt.Sprintf("%s (%s): recorded %s after the step before", name, s.Type, took.Round(time.Millisecond)), attempts)
+		afterGap := i > 0 && isGap(stepKind(v.Steps[i-1].Type))
+		from, to := prev, s.CreatedAt
+		title := fmt.Sprintf("%s (%s): recorded %s after the step before", name, s.Type, (time.Duration(s.CreatedAt-prev) * time.Millisecond).Round(time.Millisecond))
+		switch {
+		case isGap(kind) && i+1 < len(v.Steps):
+			from, to = s.CreatedAt, v.Steps[i+1].CreatedAt
+			title = fmt.Sprintf("%s (%s): %s until the next step", name, s.Type, (time.Duration(to-from) * time.Millisecond).Round(time.Millisecond))
+		case afterGap:
+			from = to
+		}
+		addRow(fmt.Sprintf("%d. %s", s.Index, name), kind, from, to, title, attempts, afterGap)
 		prev = s.CreatedAt
 	}
 	if n := len(v.Steps); n > 0 && len(v.Steps[n-1].Attempts) > 0 {
-		addRow("end", "finish", prev, t1, "the call after the last step", v.Steps[n-1].Attempts)
+		addRow("end", "finish", prev, t1, "the call after the last step", v.Steps[n-1].Attempts, isGap(stepKind(v.Steps[n-1].Type)))
 	}
 	wf.Height = max(len(wf.Rows), 1)*wfRowH + 20
 	return wf
 }
+
+func isGap(kind string) bool { return kind == "sleep" || kind == "wait" }
 
 // stepKind classes a step type: sleeps and waits are gaps, not work.
 func stepKind(t string) string {
@@ -105,14 +118,17 @@ func stepKind(t string) string {
 }
 
 // attemptBars draws a message's attempts: each from when it became due (the message's
-// creation, or the retry time the attempt before set) to its answer.
-func attemptBars(events []delivery.LogEvent, x func(int64) int, y int) []wfBar {
+// creation, or the retry time the attempt before set) to its answer; after a gap (the
+// message of a sleep or wait, due at an unrecorded time) the first is drawn at its answer.
+func attemptBars(events []delivery.LogEvent, x func(int64) int, y int, afterGap bool) []wfBar {
 	var out []wfBar
 	due := int64(0)
 	for _, ev := range events {
 		switch ev.State {
 		case delivery.StateCreated:
-			due = ev.Time
+			if !afterGap {
+				due = ev.Time
+			}
 		case delivery.StateDelivered, delivery.StateError, delivery.StateFailed:
 			from := due
 			if from == 0 || from > ev.Time {
