@@ -16,39 +16,6 @@ type RunWatcher interface {
 // RunRef names a run a write changed.
 type RunRef = storage.RunRef
 
-// runsUpdater is a Store that can say which runs a write changed (storage.Store).
-type runsUpdater interface {
-	UpdateRuns(fn func(*storage.Tx) error) ([]storage.RunRef, error)
-}
-
-// watchedStore reports the runs its writes change to a RunWatcher while it watches.
-type watchedStore struct {
-	Store
-	up runsUpdater
-	w  RunWatcher
-}
-
-func (s watchedStore) Update(fn func(*storage.Tx) error) error {
-	if !s.w.Watching() {
-		return s.Store.Update(fn)
-	}
-	refs, err := s.up.UpdateRuns(fn)
-	if err == nil && len(refs) > 0 {
-		s.w.RunsChanged(refs)
-	}
-	return err
-}
-
-// watch wraps store so that w hears of the runs its writes change; a store that cannot
-// say (a test double) is returned as it is.
-func watch(store Store, w RunWatcher) Store {
-	up, ok := store.(runsUpdater)
-	if w == nil || !ok {
-		return store
-	}
-	return watchedStore{Store: store, up: up, w: w}
-}
-
 // Watchers is one RunWatcher telling each of ws (nil entries are left out; nil when none
 // is left).
 func Watchers(ws ...RunWatcher) RunWatcher {
