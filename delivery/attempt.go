@@ -108,6 +108,9 @@ func (e *Engine) attempt(ctx context.Context, st sched.Start) (next sched.Start,
 		sent := e.now()
 		out = e.send(ctx, m, body, sent)
 		e.cfg.Observer.Attempt(verdictLabel(out.Verdict), e.now().Sub(sent))
+		if e.cfg.Tracer != nil && m.RunID != "" {
+			e.traceAttempt(m, sent, &out) // trace.go
+		}
 		if fl != nil && e.flights.end(fl) {
 			// Its outcome was written with the step it published: the answer only
 			// frees its slot.

@@ -98,6 +98,12 @@ type Config struct {
 	Hooks Hooks
 	// Observer is told what the engine does, for metrics. Default: nothing.
 	Observer Observer
+	// Tracer is told of each attempt of a run's delivery, and deliveries of runs carry a
+	// traceparent header (trace.go). Default: nil, no tracing.
+	Tracer Tracer
+	// Runs is told which runs each commit changed, for live streams (watch.go).
+	// Default: nobody.
+	Runs RunWatcher
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
@@ -278,6 +284,7 @@ func New(cfg Config, store Store) (*Engine, error) {
 			return nil, err
 		}
 	}
+	store = watch(store, cfg.Runs)
 	e := &Engine{
 		exprs: expr.NewCache(0),
 		cfg:   cfg,

@@ -121,6 +121,9 @@ func (e *Engine) send(ctx context.Context, m *storage.Message, body []byte, now 
 		set(wire.HeaderFlowControlKey, fc.Key)
 		set(wire.HeaderFlowControlValue, flowControlValue(fc))
 	}
+	if e.cfg.Tracer != nil && m.RunID != "" {
+		h["Traceparent"] = []string{traceparent(m)} // trace.go
+	}
 	offer := e.offersInline(m)
 	if offer {
 		h[wire.HeaderInline] = e.inline.header

@@ -72,3 +72,39 @@ func view[T any](ctx context.Context, s Store, fn func(tx *storage.Tx) (T, error
 	})
 	return out, err
 }
+
+// The store wrapper of live streams (watch.go): its Update is the one write path, so it
+// lives here with update.
+
+// runsUpdater is a Store that can say which runs a write changed (storage.Store).
+type runsUpdater interface {
+	UpdateRuns(fn func(*storage.Tx) error) ([]storage.RunRef, error)
+}
+
+// watchedStore reports the runs its writes change to a RunWatcher while it watches.
+type watchedStore struct {
+	Store
+	up runsUpdater
+	w  RunWatcher
+}
+
+func (s watchedStore) Update(fn func(*storage.Tx) error) error {
+	if !s.w.Watching() {
+		return s.Store.Update(fn)
+	}
+	refs, err := s.up.UpdateRuns(fn)
+	if err == nil && len(refs) > 0 {
+		s.w.RunsChanged(refs)
+	}
+	return err
+}
+
+// watch wraps store so that w hears of the runs its writes change; a store that cannot
+// say (a test double) is returned as it is.
+func watch(store Store, w RunWatcher) Store {
+	up, ok := store.(runsUpdater)
+	if w == nil || !ok {
+		return store
+	}
+	return watchedStore{Store: store, up: up, w: w}
+}

@@ -31,7 +31,9 @@ func (h *nativeHandlers) registerRuns(g *echo.Group) {
 	g.GET("/runs/stats", h.runStats)
 	g.POST("/runs/cancel", h.bulkCancel) // native_bulk.go
 	g.POST("/runs/replay", h.bulkReplay)
+	g.GET("/runs/stream", h.runStream)
 	g.GET("/runs/:id", h.getRun)
+	g.GET("/runs/:id/events", h.runEvents)
 	g.POST("/runs/:id/cancel", h.cancelRun)
 	g.POST("/runs/:id/replay", h.replayRun)
 	g.GET("/flow-state", h.flowState)

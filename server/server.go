@@ -15,6 +15,7 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/server/internal/authlimit"
+	"github.com/duraton/duraton/server/live"
 )
 
 // Config configures the HTTP server. Zero fields take the documented defaults; negative
@@ -86,6 +87,10 @@ type Config struct {
 	// Native serves the native API at the root paths (apps, workflows, events; docs/protocol.md,
 	// "Native workflows") with the project's token. Default: those routes answer 404.
 	Native Native
+	// Live serves the live run streams (GET /runs/{id}/events, GET /runs/stream) and is
+	// closed by Shutdown; it must be the engine's delivery.Config.Runs. Default: those
+	// routes answer 404.
+	Live *live.Hub
 	// TokenlessProject, when set, is the project of native-API requests (the root paths: apps,
 	// workflows, events, runs, flow-state) that carry no Authorization header, so `curl
 	// "$DURATON_URL/flow-state"` works in `duraton dev` (docs/protocol.md, "Native workflows"). A
@@ -319,6 +324,9 @@ func (s *Server) Serve(ln net.Listener) error {
 // /readyz answers 503 from here on, to requests still arriving on open connections.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	if s.cfg.Live != nil {
+		s.cfg.Live.Close() // streams never end by themselves
+	}
 	return s.http.Shutdown(ctx)
 }
 

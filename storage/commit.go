@@ -28,6 +28,10 @@ import (
 type op struct {
 	fn   func(*Tx) error
 	done chan error // buffered (1): a result, or errLead
+	// track asks for the runs fn changed (UpdateRuns); runs holds them once fn ran
+	// without error in the pass that commits.
+	track bool
+	runs  []RunRef
 }
 
 // errLead tells a queued caller that it leads the next group. It never leaves Update.
@@ -39,7 +43,11 @@ var errLead = errors.New("storage: lead the next group commit")
 // effects: the other functions of the group are committed without it. fn may run on
 // another caller's goroutine.
 func (s *Store) Update(fn func(*Tx) error) error {
-	o := &op{fn: fn, done: make(chan error, 1)}
+	return s.enqueue(&op{fn: fn, done: make(chan error, 1)})
+}
+
+// enqueue commits o with the group and returns its result.
+func (s *Store) enqueue(o *op) error {
 	s.qmu.Lock()
 	if s.closed {
 		s.qmu.Unlock()
@@ -180,8 +188,10 @@ func (s *Store) commit(ops []*op) {
 				if j != nil {
 					j.begin()
 				}
+				tx.beginOp(o)
 				err := o.fn(tx)
 				if err == nil {
+					o.runs = tx.runs
 					continue
 				}
 				if j == nil || j.undo() != nil {

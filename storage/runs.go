@@ -210,6 +210,7 @@ func (t *Tx) PutRun(project string, r *Run) error {
 
 // PutRunCursor writes only a run's history length and size.
 func (t *Tx) PutRunCursor(project string, r *Run) error {
+	t.noteRun(project, r.ID)
 	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
@@ -262,6 +263,7 @@ func (t *Tx) ForEachRun(project string, fn func(*Run) bool) error {
 
 // PutHistory writes history entry seq of a run.
 func (t *Tx) PutHistory(project, runID string, seq int, e *HistoryEntry) error {
+	t.noteRun(project, runID)
 	b, err := t.writeBucket(project, bucketRunData)
 	if err != nil {
 		return err
@@ -471,6 +473,7 @@ func (t *Tx) DeleteStepKeys(project, runID string) error {
 
 // DeleteRun removes an ended run with its history, step keys and index entries.
 func (t *Tx) DeleteRun(project string, r *Run) error {
+	t.noteRun(project, r.ID)
 	if err := t.UnindexRun(project, r); err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Tx struct {
 	subs          [8]subBucket
 	nsubs         int
 	projects, due kv.Bucket // root buckets, opened once
+	// track and runs: the runs the running function changed, when it asked (touched.go).
+	track bool
+	runs  []RunRef
 }
 
 // projectsBucket is the root bucket of projects.

@@ -75,6 +75,9 @@ type serverFlags struct {
 	// and validated.
 	AIPricesFile string
 	AIPrices     *flowctl.AIPrices
+	// OTLPEndpoint is the OTLP/HTTP traces URL runs are exported to (--otlp-endpoint);
+	// empty: no traces.
+	OTLPEndpoint string
 	// PublicURL is the base URL browsers reach this server at (serve only; default "":
 	// unknown). An https:// one marks the console's session cookie Secure, for a server
 	// behind a proxy that terminates TLS.
@@ -197,6 +200,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.Int64Var(&f.HookRate, "hook-rate", e.int64("DURATON_HOOK_RATE", 20), "webhook calls per second one client address (IPv6: /64) may make, bursts of 5x (DURATON_HOOK_RATE)")
 	f.Retention.flags(fs, e)
 	fs.StringVar(&f.AIPricesFile, "ai-prices", e.env("DURATON_AI_PRICES"), "JSON file of AI prices, USD per million input and output tokens per model: {\"models\": {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}}; empty = no prices (DURATON_AI_PRICES)")
+	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", e.env("DURATON_OTLP_ENDPOINT"), "OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces): each workflow run is exported as an OpenTelemetry trace and deliveries carry traceparent; empty = off (DURATON_OTLP_ENDPOINT)")
 	fs.StringVar(&f.AdminToken, "admin-token", e.env("DURATON_ADMIN_TOKEN"), "token for GET /admin/backup (duraton backup); empty = backups off (DURATON_ADMIN_TOKEN)")
 	var pgConns int64 = 16
 	if m == modeServe {
@@ -309,6 +313,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	if err := checkPublicURL(f.PublicURL); err != nil {
 		return f, err
 	}
+	if err := checkOTLPEndpoint(f.OTLPEndpoint); err != nil {
+		return f, err
+	}
 	if f.AIPricesFile != "" {
 		p, err := loadAIPrices(f.AIPricesFile)
 		if err != nil {
@@ -366,4 +373,16 @@ func newLogger(f serverFlags, stderr io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// checkOTLPEndpoint refuses an --otlp-endpoint that is not an absolute http(s) URL.
+func checkOTLPEndpoint(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--otlp-endpoint (DURATON_OTLP_ENDPOINT) %q: want an http:// or https:// URL", raw)
+	}
+	return nil
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/duraton/duraton/delivery/urlgroup"
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/server/console"
+	"github.com/duraton/duraton/server/live"
 	"github.com/duraton/duraton/server/metrics"
+	"github.com/duraton/duraton/server/tracing"
 	"github.com/duraton/duraton/storage"
 )
 
@@ -153,6 +155,8 @@ type node struct {
 	sched   *schedule.Scheduler
 	nat     *native.Service
 	srv     *server.Server
+	traces  *tracing.Exporter // nil without --otlp-endpoint
+	log     *slog.Logger
 	token   string // the default project's token (dev: always; serve: when just made)
 	project *delivery.Project
 }
@@ -173,6 +177,15 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 			return nil, err
 		}
 	}
+	hub := live.New(live.Config{}) // the live run streams, told of changes by the engine
+	var traces *tracing.Exporter   // nil: no --otlp-endpoint, no tracing cost
+	var tracer delivery.Tracer
+	if f.OTLPEndpoint != "" {
+		if traces, err = tracing.New(ctx, tracing.Config{Endpoint: f.OTLPEndpoint, Logger: log}); err != nil {
+			return nil, err
+		}
+		tracer = traces
+	}
 	engineCfg := delivery.Config{
 		MaxInFlight:    f.MaxInFlight,
 		ProjectCeiling: f.ProjectCeiling,
@@ -183,6 +196,8 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		Destinations:   d.policy,
 		AIPrices:       f.AIPrices,
 		Observer:       d.mtr,
+		Runs:           delivery.Watchers(hub, watcherOf(traces)),
+		Tracer:         tracer,
 		Now:            d.now,
 		Logger:         log,
 	}
@@ -200,8 +215,11 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if traces != nil {
+		traces.ReadRuns(nat)
+	}
 	cons, err := console.New(console.Config{
-		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(),
+		Dev: m == modeDev, DevProject: project.ID, Logger: log, Native: nat, SecureCookie: f.secureCookies(), Live: hub,
 		ProjectForToken: func(ctx context.Context, token string) (string, error) {
 			return engine.ProjectForToken(ctx, server.TokenHash(token))
 		},
@@ -230,12 +248,13 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		ForwardSecret:        d.forwardSecret,
 		Backup:               backup,
 		Console:              cons,
+		Live:                 hub,
 		Logger:               log,
 	}, engine)
 	if err != nil {
 		return nil, err
 	}
-	return &node{engine: engine, sched: sched, nat: nat, srv: srv, token: token, project: project}, nil
+	return &node{engine: engine, sched: sched, nat: nat, srv: srv, traces: traces, log: log, token: token, project: project}, nil
 }
 
 // start starts the engine, the schedules and the native flusher.
@@ -260,6 +279,21 @@ func (n *node) stop() {
 	n.nat.Stop()
 	n.sched.Stop()
 	n.engine.Stop()
+	if n.traces != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := n.traces.Close(ctx); err != nil { // flushes the spans made
+			n.log.Warn("trace export at shutdown", "err", err)
+		}
+	}
+}
+
+// watcherOf is traces as a RunWatcher, nil (not a typed nil) without tracing.
+func watcherOf(traces *tracing.Exporter) delivery.RunWatcher {
+	if traces == nil {
+		return nil
+	}
+	return traces
 }
 
 // listenHost is the host part of a listen address ("" for all interfaces).

@@ -23,6 +23,7 @@ import (
 
 	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/server/internal/authlimit"
+	"github.com/duraton/duraton/server/live"
 )
 
 //go:embed templates/*.html
@@ -63,6 +64,9 @@ type Config struct {
 	// Native feeds the Workflows and Events pages (nil: they say native workflows are
 	// not enabled).
 	Native NativeReads
+	// Live feeds a run page's updates (its stream instead of polling). Default: nil,
+	// pages poll.
+	Live *live.Hub
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives errors. Default slog.Default().
@@ -148,9 +152,12 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	})
 	mux.HandleFunc("GET /console/workflows", c.withSession(c.workflows))
+	mux.HandleFunc("GET /console/workflows/{name}", c.withSession(c.workflow))
+	mux.HandleFunc("POST /console/events", c.withSession(c.sendEvent))
 	mux.HandleFunc("GET /console/events", c.withSession(c.events))
 	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
 	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))
+	mux.HandleFunc("GET /console/runs/{id}/events", c.withSession(c.runEvents))
 	mux.HandleFunc("POST /console/runs/{id}/cancel", c.withSession(c.cancelRun))
 	mux.HandleFunc("POST /console/runs/{id}/replay", c.withSession(c.replayRun))
 	mux.HandleFunc("GET /console/keys", c.withSession(c.keys))

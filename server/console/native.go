@@ -13,7 +13,8 @@ import (
 	"github.com/duraton/duraton/flowctl"
 )
 
-// NativeReads is what the Workflows and Events pages read of native workflows
+// NativeReads is what the Workflows and Events pages read of native workflows, and the
+// send-event form sends
 // (delivery/native.Service implements it).
 type NativeReads interface {
 	Workflows(ctx context.Context, project, app string) ([]native.Workflow, error)
@@ -21,6 +22,9 @@ type NativeReads interface {
 	Stats(ctx context.Context, project string) (*native.RunStats, error)
 	FlowState(ctx context.Context, project, app, workflow string) (*native.FlowState, error)
 	ReplayRun(ctx context.Context, project, id string) (*native.RunView, error)
+	Workflow(ctx context.Context, project, name string) (*native.Workflow, error)
+	ParseEvents(body []byte) ([]native.EventIn, error)
+	SendEvents(ctx context.Context, project string, events []native.EventIn) ([]native.EventResult, error)
 }
 
 var _ NativeReads = (*native.Service)(nil)

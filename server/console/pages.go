@@ -175,6 +175,10 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	d.Waterfall = buildWaterfall(&d, c.cfg.Now())
+	if c.cfg.Live != nil {
+		d.Stream = "/console/runs/" + urlPath(run.ID) + "/events"
+	}
 	c.render(w, r, http.StatusOK, "run", pageData{Title: "Run " + run.ID, Nav: "runs", Data: d})
 }
 

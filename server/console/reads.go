@@ -129,6 +129,8 @@ type step struct {
 type runView struct {
 	Run       *delivery.RunWithHistory
 	Steps     []step
+	Waterfall waterfall // waterfall.go
+	Stream    string    // the run's live stream ("": none; the page polls)
 	Wait      string
 	WaitSince time.Time
 	Capped    bool

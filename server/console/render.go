@@ -25,7 +25,7 @@ type pageData struct {
 	Data    any
 }
 
-var pageNames = []string{"login", "error", "overview", "workflows", "runs", "run", "keys", "messages", "dlq", "dlqentry", "events"}
+var pageNames = []string{"login", "error", "overview", "workflows", "workflow", "runs", "run", "keys", "messages", "dlq", "dlqentry", "events"}
 
 func parsePages() (map[string]*template.Template, error) {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")

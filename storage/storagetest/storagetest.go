@@ -56,6 +56,30 @@ func (t *Twice) Update(fn func(*storage.Tx) error) error {
 	return t.Inner.Update(fn)
 }
 
+// UpdateRuns is Update for an engine that reports the runs its writes change: the first
+// run is rolled back as Update's, the second goes through the inner store's UpdateRuns
+// (a *storage.Store's) when it has one, else through its Update, reporting nothing.
+func (t *Twice) UpdateRuns(fn func(*storage.Tx) error) ([]storage.RunRef, error) {
+	up, ok := t.Inner.(interface {
+		UpdateRuns(fn func(*storage.Tx) error) ([]storage.RunRef, error)
+	})
+	if !ok {
+		return nil, t.Update(fn)
+	}
+	refuseNested("Update")
+	t.runs.Add(1)
+	err := t.Inner.Update(func(tx *storage.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errDiscard
+	})
+	if !errors.Is(err, errDiscard) {
+		return nil, err
+	}
+	return up.UpdateRuns(fn)
+}
+
 // View passes through.
 func (t *Twice) View(fn func(*storage.Tx) error) error {
 	refuseNested("View")

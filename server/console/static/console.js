@@ -12,3 +12,25 @@
   document.addEventListener("DOMContentLoaded", function () { localise(document); });
   document.addEventListener("htmx:afterSettle", function (e) { localise(e.target); });
 })();
+
+// A page whose live part has data-stream follows that Server-Sent Events stream and
+// re-fetches its live part on each change, instead of polling (EventSource reconnects by
+// itself, sending Last-Event-ID).
+(function () {
+  "use strict";
+  function follow() {
+    var box = document.querySelector("[data-stream]");
+    if (box === null || !window.EventSource) {
+      return;
+    }
+    var es = new EventSource(box.getAttribute("data-stream"));
+    var changed = function () {
+      if (window.htmx) {
+        window.htmx.trigger(box, "duraton:changed");
+      }
+    };
+    ["step", "status", "run"].forEach(function (name) { es.addEventListener(name, changed); });
+    es.addEventListener("end", function () { changed(); es.close(); });
+  }
+  document.addEventListener("DOMContentLoaded", follow);
+})();
