@@ -164,21 +164,27 @@ func (h *Hub) subscribeRun(ref delivery.RunRef) (*sub, func(), error) {
 		return nil, nil, err
 	}
 	s := &sub{wake: make(chan struct{}, 1)}
-	m := h.runs[ref]
+	return s, addSub(h, h.runs, ref, s), nil
+}
+
+// addSub adds s to subs under key and returns what removes it (and the key once empty)
+// and gives its slot back. Call under h.mu.
+func addSub[K comparable](h *Hub, subs map[K]map[*sub]struct{}, key K, s *sub) func() {
+	m := subs[key]
 	if m == nil {
 		m = map[*sub]struct{}{}
-		h.runs[ref] = m
+		subs[key] = m
 	}
 	m[s] = struct{}{}
-	return s, func() {
+	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		delete(m, s)
 		if len(m) == 0 {
-			delete(h.runs, ref)
+			delete(subs, key)
 		}
 		h.open.Add(-1)
-	}, nil
+	}
 }
 
 // subscribeProject opens a stream of a project's runs. With a last id (the client's
@@ -209,21 +215,7 @@ func (h *Hub) subscribeProject(project, last string) (s *sub, cancel func(), res
 	if len(s.pending) > 0 {
 		s.notify()
 	}
-	m := h.projects[project]
-	if m == nil {
-		m = map[*sub]struct{}{}
-		h.projects[project] = m
-	}
-	m[s] = struct{}{}
-	return s, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(m, s)
-		if len(m) == 0 {
-			delete(h.projects, project)
-		}
-		h.open.Add(-1)
-	}, resumed, nil
+	return s, addSub(h, h.projects, project, s), resumed, nil
 }
 
 // position is the id of the newest change. Call under h.mu.
