@@ -12,12 +12,12 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// Wait conditions (native-api.md, "Waiting for a matching event"): a wait may carry a CEL
-// condition over `event` (the waiting run's triggering event) and `async` (the incoming
-// one). A condition that requires "async.<path> == event.<path>" (the match form, or an
-// && chain with it) is indexed by the run's value at path, so an event finds those
-// waiters without evaluating others (the rest of the chain is then evaluated for them
-// alone); any other condition is evaluated for each incoming event of its name.
+// Wait conditions (docs/protocol.md, "Expressions, correlated waits, cancelOn"): a wait may
+// carry a CEL condition over `event` (the waiting run's triggering event) and `async` (the
+// incoming one). A condition that requires "async.<path> == event.<path>" (the match form, or
+// an && chain with it) is indexed by the run's value at path, so an event finds those waiters
+// without evaluating others (the rest of the chain is then evaluated for them alone); any
+// other condition is evaluated for each incoming event of its name.
 
 // ErrWaitCondition is a wait condition that does not compile (the server answers 400).
 var ErrWaitCondition = errors.New("invalid wait condition")

@@ -43,7 +43,7 @@ const waitBenchTimeout = 3 * time.Minute
 // time, each for one waiting run (alternately a match and an if run), and the time
 // from its POST /events to that run's next delivery is measured. A match waiter is
 // found by the index; so is an `if` waiter whose condition is an && chain with the
-// equality of a path of both events (the default, native-api.md's example); any other
+// equality of a path of both events (the default, the example of docs/protocol.md); any other
 // `if` is evaluated for every event.
 func benchWaiters(ctx context.Context, waiters, events int, cond string, progress func(done, total int)) (benchWaitersResult, error) {
 	if events > waiters {

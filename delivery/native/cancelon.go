@@ -11,11 +11,11 @@ import (
 	"github.com/duraton/duraton/storage"
 )
 
-// cancelOn (native-api.md, "Cancel on event"): an accepted event cancels, in the same
-// transaction, the live runs (queued, running, sleeping, waiting) of every workflow whose
-// cancelOn names it and whose triggering event it matches. Each run of such a workflow is
-// indexed when it starts (storage/cancelon.go), by its value at each entry's match path,
-// so an event reads only the runs its own value names.
+// cancelOn (docs/protocol.md, "Expressions, correlated waits, cancelOn"): an accepted event
+// cancels, in the same transaction, the live runs (queued, running, sleeping, waiting) of
+// every workflow whose cancelOn names it and whose triggering event it matches. Each run of
+// such a workflow is indexed when it starts (storage/cancelon.go), by its value at each
+// entry's match path, so an event reads only the runs its own value names.
 
 // cancelOn limits.
 const (

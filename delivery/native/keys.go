@@ -8,9 +8,9 @@ import (
 	"github.com/duraton/duraton/flowctl/expr"
 )
 
-// Key expressions (native-api.md, "Expressions, correlation, ..."): a control's key is a
-// dotted path into the event's data, or a CEL expression over `event` ({name, data, id,
-// ts}) when it starts with "event." or is not a plain path. Expressions are compiled when
+// Key expressions (docs/protocol.md, "Expressions, correlated waits, cancelOn"): a control's
+// key is a dotted path into the event's data, or a CEL expression over `event` ({name, data,
+// id, ts}) when it starts with "event." or is not a plain path. Expressions are compiled when
 // the app is registered (compileDef) and kept in the service's cache, so each event only
 // evaluates them.
 

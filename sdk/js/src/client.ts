@@ -1,5 +1,6 @@
 // The native API client: register an app's workflows, send events, read runs
-// (native-api.md). Reads DURATON_URL / DURATON_TOKEN, else QSTASH_URL / QSTASH_TOKEN.
+// (docs/protocol.md, "Native workflows"). Reads DURATON_URL / DURATON_TOKEN, else QSTASH_URL /
+// QSTASH_TOKEN.
 
 import type { CancelOn, Controls } from "./controls.js";
 import { DuratonApiError } from "./errors.js";

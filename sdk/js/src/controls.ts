@@ -1,5 +1,5 @@
-// The flat flow controls of a native workflow, typed exactly as native-api.md lists
-// them. Every object type is closed: an unknown field (a typo) in an object literal is a
+// The flat flow controls of a native workflow, typed exactly as docs/protocol.md
+// ("Controls") lists them. Every object type is closed: an unknown field (a typo) in an object literal is a
 // compile error, as it is a 400 on the server. Times are milliseconds, as on the wire.
 
 /**
@@ -112,7 +112,7 @@ export interface Controls {
   tokenThrottle?: TokenThrottle;
 }
 
-/** The names of the controls, in the order native-api.md lists them. */
+/** The names of the controls, in the order docs/protocol.md ("Controls") lists them. */
 export const controlNames = [
   "concurrency",
   "throttle",

@@ -252,7 +252,7 @@ export function serve(opts: ServeOptions): Served {
   return Object.assign((req: Request) => fetchHandler(req), parts);
 }
 
-/** The wire definition of a workflow served at url: only the fields native-api.md lists. */
+/** The wire definition of a workflow served at url: the fields docs/protocol.md ("Controls") lists. */
 export function definition(w: Workflow<any, any>, url: string): WorkflowDefinitionJSON {
   const d: WorkflowDefinitionJSON = { name: w.name, url, triggers: w.triggers.map((t) => ({ ...t })) };
   if (w.retries !== undefined) d.retries = w.retries;

@@ -196,7 +196,7 @@ export function workflow<TData = any, TResult = unknown>(opts: WorkflowOptions<T
   return Object.freeze({ ...opts, triggers, kind: "duraton.workflow" as const });
 }
 
-/** The payload of a native run's deliveries (native-api.md "What the endpoint receives"). */
+/** The payload of a native run's deliveries (docs/protocol.md, "Native workflows"). */
 interface NativePayload {
   id: string;
   name: string;

@@ -1,6 +1,6 @@
-// AI steps (flow-control.md "AI steps"): an unmodified @upstash/workflow serve() workflow
-// whose context.api.openai.call points (baseURL) at a mock OpenAI-compatible API is
-// metered (tokens on GET /runs/{id} and /v2/workflows/logs) and capped by its native
+// AI steps (docs/protocol.md, "AI steps and spend controls"): an unmodified @upstash/workflow
+// serve() workflow whose context.api.openai.call points (baseURL) at a mock OpenAI-compatible
+// API is metered (tokens on GET /runs/{id} and /v2/workflows/logs) and capped by its native
 // workflow's cap: the call that would cross maxTokens does not leave, the run fails with
 // budget_exceeded and the failure function gets status 402.
 

@@ -1,8 +1,8 @@
-// Native workflows (native-api.md) run by the official @upstash/workflow serve(): the
-// workflow is registered with PUT /apps/{app}, started by POST /events, sees the event in
-// context.requestPayload ({id, name, data, ts, events}) and, with a batch, every event of the
-// batch in receive order. Every delivery is verified by the SDK's own Receiver (serveEnv
-// hands serve() both signing keys).
+// Native workflows (docs/protocol.md, "Native workflows") run by the official
+// @upstash/workflow serve(): the workflow is registered with PUT /apps/{app}, started by POST
+// /events, sees the event in context.requestPayload ({id, name, data, ts, events}) and, with a
+// batch, every event of the batch in receive order. Every delivery is verified by the SDK's
+// own Receiver (serveEnv hands serve() both signing keys).
 
 import { test } from "node:test";
 import assert from "node:assert/strict";

@@ -1,7 +1,7 @@
-// Flow control enforced by the server (flow-control.md part A, upstash-protocol.md §6, §12.2):
-// run-level keys gate every delivery of a run, context.call's own key gates only the outbound
-// request, context.invoke gives the child run its own config, and every admitted delivery
-// carries its config back as Upstash-Flow-Control-Key / -Value.
+// Flow control enforced by the server (docs/protocol.md, "Flow control" and "Per-step flow
+// control"): run-level keys gate every delivery of a run, context.call's own key gates only
+// the outbound request, context.invoke gives the child run its own config, and every admitted
+// delivery carries its config back as Upstash-Flow-Control-Key / -Value.
 //
 // Everything is measured at the endpoints from the recorded request timestamps: `at` (the
 // request arrived) and `doneAt` (the answer was handed to the socket). Such an observed
