@@ -23,10 +23,7 @@ func (t *Tx) noteRun(project, id string) {
 	if !t.track {
 		return
 	}
-	if n := len(t.runs); n > 0 && t.runs[n-1].ID == id && t.runs[n-1].Project == project {
-		return // PutRun writes the cursor too; a step writes history and cursor
-	}
-	for _, r := range t.runs {
+	for _, r := range t.runs { // PutRun writes the cursor too; a step, history and cursor
 		if r.ID == id && r.Project == project {
 			return
 		}

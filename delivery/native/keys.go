@@ -17,12 +17,15 @@ import (
 // eventVar is the variable an expression over the run's event names it by.
 const eventVar = "event"
 
-// keyEvent is one event as key expressions see it, decoded at most once.
+// keyEvent is one event as key expressions see it, decoded at most once; each key is
+// resolved at most once too (the gates, the run's publication and its shown keys all
+// ask for the same ones).
 type keyEvent struct {
-	ev      payloadEvent
-	vars    map[string]any
-	err     error
-	decoded bool
+	ev       payloadEvent
+	vars     map[string]any
+	err      error
+	decoded  bool
+	resolved map[string]flowctl.RunKey // by key text, Control left empty
 }
 
 func newKeyEvent(ev payloadEvent) *keyEvent { return &keyEvent{ev: ev} }
@@ -41,7 +44,20 @@ func (k *keyEvent) values() (map[string]any, error) {
 // expression without a value ("" with Error set) puts the run in the empty key, as a
 // path naming a missing field does.
 func (s *Service) resolve(k *keyEvent, control, key string) flowctl.RunKey {
-	rk := flowctl.RunKey{Control: control, Path: key}
+	rk, ok := k.resolved[key]
+	if !ok {
+		rk = s.resolveOnce(k, key)
+		if k.resolved == nil {
+			k.resolved = map[string]flowctl.RunKey{}
+		}
+		k.resolved[key] = rk
+	}
+	rk.Control = control
+	return rk
+}
+
+func (s *Service) resolveOnce(k *keyEvent, key string) flowctl.RunKey {
+	rk := flowctl.RunKey{Path: key}
 	if key == "" {
 		return rk
 	}
