@@ -31,6 +31,11 @@ type Config struct {
 	// from the cache (view.go): the bound on how stale a View can read a record that a
 	// writer outside the fence (`duraton tokens`) changed. Default 1s.
 	ViewCacheAge time.Duration
+	// Shards is the number of shards a database made by this Open gets (shards.go);
+	// an existing database keeps the count it was made with (Engine.ShardCount). A
+	// database that already holds data from before shards gets 1. Default 1, at most
+	// MaxShards.
+	Shards int
 
 	tracer pgx.QueryTracer // tests count the statements sent
 }
@@ -48,6 +53,9 @@ func (c Config) withDefaults() Config {
 	if c.ViewCacheAge <= 0 {
 		c.ViewCacheAge = time.Second
 	}
+	if c.Shards <= 0 {
+		c.Shards = 1
+	}
 	return c
 }
 
@@ -64,20 +72,18 @@ func (c Config) Validate() error {
 		return errors.New("pg: CacheBytes must not be negative")
 	case c.ViewCacheAge < 0:
 		return errors.New("pg: ViewCacheAge must not be negative")
+	case c.Shards < 0 || c.Shards > MaxShards:
+		return fmt.Errorf("pg: Shards must be between 1 and %d", MaxShards)
 	}
 	return nil
 }
 
-// Engine is kv.Engine on PostgreSQL. It is safe for concurrent use.
+// Engine is kv.Engine on PostgreSQL: one shard's buckets (shards.go). Open returns
+// shard 0; Shard returns the others, on the same pool. It is safe for concurrent use.
 type Engine struct {
-	pool *pgxpool.Pool
-	cfg  Config
-
-	// ctx bounds every statement; Close cancels it.
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	buckets sync.Map // bucketKey -> int64: ids of committed buckets (never deleted)
+	*conn
+	shard int   // this engine's shard
+	root  int64 // the bucket its root buckets live under (0: the database's root)
 
 	// writeMu makes Updates one at a time. A write transaction runs at READ COMMITTED
 	// with its writes buffered until commit, so two running at once could each read a
@@ -96,6 +102,19 @@ type Engine struct {
 	// leaseUntil: until when (clock) this process surely holds the lease.
 	leaseUntil atomic.Int64
 	clock      func() int64 // monotonic nanoseconds
+}
+
+// conn is what the shards of one Open share.
+type conn struct {
+	pool *pgxpool.Pool
+	cfg  Config
+
+	// ctx bounds every statement; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	buckets sync.Map // bucketKey -> int64: ids of committed buckets (never deleted)
+	shards  []*Engine
 }
 
 // fence is the lease a write must still hold.
@@ -140,14 +159,27 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		pool.Close()
 		return nil, err
 	}
+	roots, err := setupShards(ctx, pool, cfg.Shards)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	start := time.Now()
-	e := &Engine{pool: pool, cfg: cfg, clock: func() int64 { return int64(time.Since(start)) }}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
-	return e, nil
+	c := &conn{pool: pool, cfg: cfg}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	clock := func() int64 { return int64(time.Since(start)) }
+	for i, root := range roots {
+		c.shards = append(c.shards, &Engine{conn: c, shard: i, root: root, clock: clock})
+	}
+	return c.shards[0], nil
 }
 
-// Close cancels what is running and closes the pool.
+// Close cancels what is running and closes the pool, for every shard: call it on the
+// engine Open returned (Close of another shard does nothing).
 func (e *Engine) Close() error {
+	if e.shard != 0 {
+		return nil
+	}
 	e.cancel()
 	e.pool.Close()
 	return nil
@@ -262,8 +294,8 @@ func (e *Engine) checkFence(s *session) error {
 		return nil
 	}
 	var ok bool
-	err := s.QueryRow(`SELECT true FROM duraton_leader WHERE id = 1 AND holder = $1 AND epoch = $2 FOR SHARE`,
-		f.holder, f.epoch).Scan(&ok)
+	err := s.QueryRow(`SELECT true FROM duraton_shards WHERE shard = $1 AND holder = $2 AND epoch = $3 FOR SHARE`,
+		e.shard, f.holder, f.epoch).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		e.dropCache()
 		return kv.ErrFenced

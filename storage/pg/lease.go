@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The leader lease: one row (duraton_leader) says which replica runs the delivery engine
-// and until when, by the database's clock. A takeover bumps epoch, the fencing token;
+// A shard's lease: its row of duraton_shards says which replica runs the shard's
+// delivery engine and until when, by the database's clock. A takeover bumps epoch, the fencing token;
 // every write of the leader checks it (Engine.Update), under a share lock that makes a
 // takeover wait for the writes in progress. Times are the database's (clock_timestamp()),
 // so replicas' clocks never decide who leads; a replica only measures, with its monotonic
@@ -26,11 +26,14 @@ type Leader struct {
 	Live bool
 }
 
-// Leader reads the lease.
+// Leader reads the lease of this engine's shard.
 func (e *Engine) Leader(ctx context.Context) (Leader, error) {
 	var l Leader
-	err := e.pool.QueryRow(ctx, `SELECT holder, addr, epoch, lease_until > clock_timestamp() FROM duraton_leader WHERE id = 1`).
+	err := e.pool.QueryRow(ctx, `SELECT holder, addr, epoch, lease_until > clock_timestamp() FROM duraton_shards WHERE shard = $1`, e.shard).
 		Scan(&l.Holder, &l.Addr, &l.Epoch, &l.Live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Leader{}, errNoShards
+	}
 	if err != nil {
 		return Leader{}, fmt.Errorf("pg: read lease: %w", err)
 	}
@@ -43,10 +46,10 @@ func (e *Engine) Leader(ctx context.Context) (Leader, error) {
 func (e *Engine) TryLead(ctx context.Context, holder, addr string, ttl, grace time.Duration) (int64, error) {
 	var epoch int64
 	sent := e.clock()
-	err := e.pool.QueryRow(ctx, `UPDATE duraton_leader
+	err := e.pool.QueryRow(ctx, `UPDATE duraton_shards
 		SET holder = $1, addr = $2, epoch = epoch + 1, lease_until = clock_timestamp() + $3::interval
-		WHERE id = 1 AND (holder = '' OR lease_until < clock_timestamp() - $4::interval)
-		RETURNING epoch`, holder, addr, ttl, grace).Scan(&epoch)
+		WHERE shard = $5 AND (holder = '' OR lease_until < clock_timestamp() - $4::interval)
+		RETURNING epoch`, holder, addr, ttl, grace, e.shard).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -64,8 +67,8 @@ var ErrLeaseLost = errors.New("pg: the leader lease was taken over by another re
 // ErrLeaseLost once another replica took over.
 func (e *Engine) Renew(ctx context.Context, holder string, epoch int64, ttl time.Duration) error {
 	sent := e.clock()
-	tag, err := e.pool.Exec(ctx, `UPDATE duraton_leader SET lease_until = clock_timestamp() + $3::interval
-		WHERE id = 1 AND holder = $1 AND epoch = $2`, holder, epoch, ttl)
+	tag, err := e.pool.Exec(ctx, `UPDATE duraton_shards SET lease_until = clock_timestamp() + $3::interval
+		WHERE shard = $4 AND holder = $1 AND epoch = $2`, holder, epoch, ttl, e.shard)
 	if err != nil {
 		return fmt.Errorf("pg: renew lease: %w", err)
 	}
@@ -83,9 +86,9 @@ func (e *Engine) Renew(ctx context.Context, holder string, epoch int64, ttl time
 func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
 	e.dropCache()
 	_, err := e.pool.Exec(ctx, `WITH resigned AS (
-			UPDATE duraton_leader SET lease_until = '-infinity', holder = ''
-			WHERE id = 1 AND holder = $1 AND epoch = $2 RETURNING 1)
-		SELECT pg_notify('`+leaseChannel+`', '') FROM resigned`, holder, epoch)
+			UPDATE duraton_shards SET lease_until = '-infinity', holder = ''
+			WHERE shard = $3 AND holder = $1 AND epoch = $2 RETURNING 1)
+		SELECT pg_notify('`+leaseChannel+`', '') FROM resigned`, holder, epoch, e.shard)
 	if err != nil {
 		return fmt.Errorf("pg: resign lease: %w", err)
 	}
@@ -96,7 +99,8 @@ func (e *Engine) Resign(ctx context.Context, holder string, epoch int64) error {
 // here on this process writes as the leader.
 func (e *Engine) Fence(holder string, epoch int64) {
 	e.fence.Store(&fence{holder: holder, epoch: epoch})
-	e.cache.CompareAndSwap(nil, newValueCache(e.cfg.CacheBytes, e.clock))
+	// The shards share Config.CacheBytes (4 MiB each at least).
+	e.cache.CompareAndSwap(nil, newValueCache(max(e.cfg.CacheBytes/int64(len(e.shards)), 4<<20), e.clock))
 }
 
 // ClockOffset is how far the database's clock is ahead of this process's: the midpoint

@@ -65,10 +65,10 @@ func (t *tx) states(bucket int64) *keyStates {
 	return s
 }
 
-func (t *tx) Bucket(name []byte) kv.Bucket { return t.bucketIn(0, name) }
+func (t *tx) Bucket(name []byte) kv.Bucket { return t.bucketIn(t.e.root, name) }
 
 func (t *tx) CreateBucketIfNotExists(name []byte) (kv.Bucket, error) {
-	return t.createIn(0, name, true)
+	return t.createIn(t.e.root, name, true)
 }
 
 // lookup finds a bucket's id.

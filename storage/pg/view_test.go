@@ -123,7 +123,7 @@ func TestViewCacheEndsWithTheLease(t *testing.T) {
 		put(t, e, "k", []byte("v1"))
 		// Another replica takes over (here by hand: the lease is not expired) and writes.
 		other := openEngine(t, url)
-		_, err := other.Pool().Exec(ctx, `UPDATE duraton_leader SET holder = 'r2', epoch = epoch + 1`)
+		_, err := other.Pool().Exec(ctx, `UPDATE duraton_shards SET holder = 'r2', epoch = epoch + 1 WHERE shard = 0`)
 		require.NoError(t, err)
 		overwrite(t, url, "k", []byte("v3"))
 		require.ErrorIs(t, e.Renew(ctx, "r1", epoch, time.Hour), pg.ErrLeaseLost)
@@ -137,7 +137,7 @@ func TestViewCacheEndsWithTheLease(t *testing.T) {
 		e, ctr, _ := leaderEngine(t, url, time.Hour, time.Hour)
 		put(t, e, "k", []byte("v1"))
 		other := openEngine(t, url)
-		_, err := other.Pool().Exec(ctx, `UPDATE duraton_leader SET holder = 'r3', epoch = epoch + 1`)
+		_, err := other.Pool().Exec(ctx, `UPDATE duraton_shards SET holder = 'r3', epoch = epoch + 1 WHERE shard = 0`)
 		require.NoError(t, err)
 		overwrite(t, url, "k", []byte("v4"))
 		require.ErrorIs(t, e.Update(func(tx kv.Tx) error { return tx.Bucket([]byte("b")).Put([]byte("x"), nil) }), kv.ErrFenced)
