@@ -86,13 +86,15 @@ type serverFlags struct {
 	SwitchMode bool
 	// Replicas on PostgreSQL (serve only): Store is the database's URL ("" = bbolt in
 	// DataDir); Advertise the base URL other replicas forward requests to (default
-	// http://<listen address>); LeaseTTL and LeaseGrace the leader lease (replica.go);
-	// PGMaxConns the connection pool's size.
+	// http://<listen address>); LeaseTTL and LeaseGrace the shard leases (replica.go);
+	// PGMaxConns the connection pool's size; Shards the shard count a database made by
+	// this replica gets.
 	Store      string
 	Advertise  string
 	LeaseTTL   time.Duration
 	LeaseGrace time.Duration
 	PGMaxConns int
+	Shards     int
 	// FollowerBufferBytes caps the request bodies a follower holds at once.
 	FollowerBufferBytes int64
 }
@@ -202,7 +204,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&f.AIPricesFile, "ai-prices", e.env("DURATON_AI_PRICES"), "JSON file of AI prices, USD per million input and output tokens per model: {\"models\": {\"gpt-4o-mini\": {\"input\": 0.15, \"output\": 0.6}}}; empty = no prices (DURATON_AI_PRICES)")
 	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", e.env("DURATON_OTLP_ENDPOINT"), "OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces): each workflow run is exported as an OpenTelemetry trace and deliveries carry traceparent; empty = off (DURATON_OTLP_ENDPOINT)")
 	fs.StringVar(&f.AdminToken, "admin-token", e.env("DURATON_ADMIN_TOKEN"), "token for GET /admin/backup (duraton backup); empty = backups off (DURATON_ADMIN_TOKEN)")
-	var pgConns int64 = 16
+	var pgConns, shards int64 = 16, 16
 	if m == modeServe {
 		fs.StringVar(&f.Token, "token", e.env("DURATON_TOKEN"), "API token bound to project \"default\" (DURATON_TOKEN); generated and printed on first start if empty")
 		fs.StringVar(&f.CurrentKey, "current-signing-key", e.env("DURATON_CURRENT_SIGNING_KEY"), "current signing key of project \"default\" at creation (DURATON_CURRENT_SIGNING_KEY); generated if empty")
@@ -216,6 +218,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 		fs.DurationVar(&f.LeaseGrace, "lease-grace", e.duration("DURATON_LEASE_GRACE", 2*time.Second), "wait after a lease expires before taking it over (DURATON_LEASE_GRACE)")
 		fs.Int64Var(&f.FollowerBufferBytes, "follower-buffer-bytes", e.int64("DURATON_FOLLOWER_BUFFER_BYTES", 128<<20), "bytes of request bodies a follower replica holds at once before forwarding them; more is refused with 503 (DURATON_FOLLOWER_BUFFER_BYTES)")
 		fs.Int64Var(&pgConns, "pg-max-conns", e.int64("DURATON_PG_MAX_CONNS", 16), "PostgreSQL connections per replica (DURATON_PG_MAX_CONNS)")
+		fs.Int64Var(&shards, "shards", e.int64("DURATON_SHARDS", 16), "shards a new PostgreSQL database is divided into, shared out among the replicas; set once, when the database is made (DURATON_SHARDS)")
 	}
 	// A malformed flag value is refused by fs.Parse, which names the flag on stderr.
 	if err := fs.Parse(args); err != nil {
@@ -297,7 +300,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer, getenv func(strin
 	if err := f.Retention.validate(); err != nil {
 		return f, err
 	}
-	f.PGMaxConns = int(pgConns)
+	f.PGMaxConns, f.Shards = int(pgConns), int(shards)
 	if err := validateReplicaFlags(&f); err != nil {
 		return f, err
 	}

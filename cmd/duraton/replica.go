@@ -8,34 +8,34 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/duraton/duraton/delivery/netguard"
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/server/metrics"
 	"github.com/duraton/duraton/server/replica"
-	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/kv"
 	"github.com/duraton/duraton/storage/pg"
 )
 
-// Replicas on PostgreSQL. Every replica serves the whole API. One of them, the holder
-// of the leader lease (storage/pg lease.go), runs the delivery engine over the shared
-// database; the others forward each request to it (server/replica) and try to take the
-// lease whenever it is free. So every limit is enforced by one scheduler and is exact
-// across replicas, and the lease's epoch fences the leader's writes: a replica that
-// lost the lease cannot write after another took over.
+// Replicas on PostgreSQL. Every replica serves the whole API. The database is divided
+// into shards (storage/pg shards.go), a project into one of them; each shard has a
+// lease, and the replica that holds it runs that shard's delivery engine (a node of its
+// own: scheduler, dispatcher, sweeps, API) over the shard's buckets. The replicas share
+// the shards out evenly (replica_shards.go), and each forwards a request to the leader
+// of its project's shard (server/replica, routed by replica_route.go). So every limit of
+// a project is enforced by one scheduler and is exact across replicas, and a shard's
+// epoch fences its leader's writes: a replica that lost a shard's lease cannot write to
+// it after another took over.
 //
-// Liveness: the leader renews the lease every TTL/5. It fences itself (exits, cancelling
-// its deliveries) when no renewal has succeeded for TTL - TTL/5 by its monotonic clock,
-// while a follower takes over only once the lease has been expired for the grace period
-// by the database's clock. A follower that takes over starts the engine as at any
-// start-up: deliveries the dead leader had in flight go back to their waitlists with
-// their slots given back, and are sent again without spending a retry.
+// Liveness: a shard's leader renews its lease every TTL/5. It fences itself (the process
+// exits, cancelling its deliveries) when no renewal has succeeded for TTL - TTL/5 by its
+// monotonic clock, while another replica takes the shard over only once the lease has
+// been expired for the grace period by the database's clock. A replica that takes a
+// shard over starts its engine as at any start-up: deliveries the dead leader had in
+// flight go back to their waitlists with their slots given back, and are sent again
+// without spending a retry.
 
 // validateReplicaFlags checks the PostgreSQL replica flags.
 func validateReplicaFlags(f *serverFlags) error {
@@ -53,6 +53,9 @@ func validateReplicaFlags(f *serverFlags) error {
 	}
 	if least := max(f.MaxBodyBytes, 16<<20); f.FollowerBufferBytes < least || f.FollowerBufferBytes > 64<<30 {
 		return fmt.Errorf("--follower-buffer-bytes (DURATON_FOLLOWER_BUFFER_BYTES) must be between %d (the largest body) and %d, got %d", least, int64(64<<30), f.FollowerBufferBytes)
+	}
+	if f.Shards < 1 || f.Shards > pg.MaxShards {
+		return fmt.Errorf("--shards (DURATON_SHARDS) must be between 1 and %d, got %d", pg.MaxShards, f.Shards)
 	}
 	if f.PGMaxConns < 2 || f.PGMaxConns > 1000 {
 		return fmt.Errorf("--pg-max-conns (DURATON_PG_MAX_CONNS) must be between 2 and 1000, got %d", f.PGMaxConns)
@@ -78,11 +81,14 @@ func checkStoreURL(s string) error {
 var errSelfFenced = errors.New("leader lease lost or not renewed in time: stopping so that another replica can take over")
 
 func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.Logger) error {
-	eng, err := pg.Open(ctx, pg.Config{URL: f.Store, MaxConns: f.PGMaxConns})
+	eng, err := pg.Open(ctx, pg.Config{URL: f.Store, MaxConns: f.PGMaxConns, Shards: f.Shards})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
+	if eng.ShardCount() != f.Shards {
+		log.Info("the database keeps the shard count it was made with", "shards", eng.ShardCount(), "asked", f.Shards)
+	}
 	id := newReplicaID()
 	log = log.With("replica", id)
 
@@ -100,23 +106,20 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		ln.Close()
 		return err
 	}
-	var local atomic.Pointer[http.Handler] // the node's API handler once this replica leads
-	// One registry for the process's life: a follower serves it itself, and the node
-	// adds the engine's metrics to it once this replica leads.
+	// One registry for the process's life, served by every handler of this replica.
 	mtr := metrics.New("")
-	onForward := mtr.Replica(func() bool { return local.Load() != nil },
+	shards := newShardSet(eng, id, advertise, f, policy, secret, mtr, stdout, log)
+	onForward := mtr.Replica(func() bool { return len(shards.led()) > 0 },
 		replica.ResultOK, replica.ResultBadGateway, replica.ResultNoLeader)
+	mtr.Shards(func() int { return len(shards.led()) })
+	route := newRouter(eng, log)
 	fwd, err := replica.New(replica.Config{
 		Metrics:   mtr.Handler(f.MetricsToken),
 		OnForward: onForward,
 		Secret:    secret,
-		Local: func() http.Handler {
-			if h := local.Load(); h != nil {
-				return *h
-			}
-			return nil
-		},
-		Self: id,
+		Shard:     route.shard,
+		Local:     shards.local,
+		Self:      id,
 		// The leader's limits: a batch, an app or events up to 16 MiB, a workflow message up
 		// to --max-workflow-body-bytes, any other body up to --max-body-bytes (and no more
 		// without a valid token); all bodies held at once up to --follower-buffer-bytes.
@@ -124,9 +127,13 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		MaxMessageBytes:         f.MaxBodyBytes,
 		MaxWorkflowMessageBytes: f.MaxWorkflowBodyBytes,
 		MaxBufferedBytes:        f.FollowerBufferBytes,
-		Authorized:              newFollowerTokens(eng, log).authorized,
-		Leader: func(ctx context.Context) (string, error) {
-			l, err := eng.Leader(ctx)
+		Authorized:              route.authorized,
+		Leader: func(ctx context.Context, shard int) (string, error) {
+			s, err := eng.Shard(shard)
+			if err != nil {
+				return "", err
+			}
+			l, err := s.Leader(ctx)
 			if err != nil || !l.Live || l.Holder == id {
 				return "", err
 			}
@@ -138,136 +145,45 @@ func runReplica(ctx context.Context, f serverFlags, stdout io.Writer, log *slog.
 		ln.Close()
 		return err
 	}
-	var handler atomic.Pointer[http.Handler]
-	var h http.Handler = fwd
-	handler.Store(&h)
-	// The leader's header limit and timeouts, whichever handler it serves.
-	httpSrv := server.HTTPServer(server.Config{Logger: log},
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
+	// The leader's header limit and timeouts, whichever handler serves.
+	httpSrv := server.HTTPServer(server.Config{Logger: log}, fwd)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
-	fmt.Fprintf(stdout, "listening on http://%s (replica %s)\n", ln.Addr(), id)
-	log.Info("duraton replica listening, following", "url", "http://"+ln.Addr().String(), "advertise", advertise)
+	fmt.Fprintf(stdout, "listening on http://%s (replica %s, %d shards)\n", ln.Addr(), id, eng.ShardCount())
+	log.Info("duraton replica listening", "url", "http://"+ln.Addr().String(), "advertise", advertise, "shards", eng.ShardCount())
 
-	shutdownHTTP := func() {
-		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		defer cancel()
-		if err := httpSrv.Shutdown(shutCtx); err != nil {
-			log.Warn("http shutdown", "err", err)
-		}
-	}
-
-	// Follow until the lease is free: poll, and try at once when a leader resigns.
-	renewEvery := f.LeaseTTL / 5
-	tick := time.NewTicker(renewEvery)
-	defer tick.Stop()
+	// The runners outlive ctx: at shutdown they hand their shards over first.
+	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuns()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	resigned := eng.WatchLease(watchCtx, log)
-	var epoch int64
-	var leaseFrom time.Time // when the last successful take or renewal was sent (monotonic)
-	for epoch == 0 {
-		sent := time.Now()
-		epoch, err = eng.TryLead(ctx, id, advertise, f.LeaseTTL, f.LeaseGrace)
-		if err != nil {
-			log.Warn("try to take the leader lease", "err", err)
-		}
-		if epoch != 0 {
-			leaseFrom = sent
-			break
-		}
-		select {
-		case <-ctx.Done():
-			shutdownHTTP()
-			return nil
-		case err := <-serveErr:
-			return err
-		case <-tick.C:
-		case <-resigned:
-		}
-	}
-	stopWatch()
-	eng.Fence(id, epoch)
-	log.Info("took the leader lease", "epoch", epoch)
-
-	n, store, err := lead(ctx, eng, f, policy, secret, mtr, stdout, log)
-	if err != nil {
-		httpSrv.Close()
-		if ctx.Err() != nil {
-			// Asked to stop while taking over (a leader resigning at shutdown hands the
-			// lease to a replica that is stopping too): a clean stop, not a failure.
-			log.Info("shutting down while taking over; resigning the leader lease", "err", err)
-			if err := eng.Resign(context.WithoutCancel(ctx), id, epoch); err != nil {
-				log.Warn("resign the leader lease", "err", err)
-			}
-			return nil
-		}
-		return err
-	}
-	var nh http.Handler = n.srv.Handler()
-	local.Store(&nh)
-	handler.Store(&nh)
-	fmt.Fprintf(stdout, "leading (epoch %d)\n", epoch)
-
+	changed := eng.WatchLease(watchCtx, log) // a shard resigned, a replica joined or left
+	tick := time.NewTicker(f.LeaseTTL / 5)
+	defer tick.Stop()
 	for {
+		shards.balance(ctx, runCtx)
 		select {
 		case <-ctx.Done():
-			log.Info("shutting down; resigning the leader lease")
-			shutdownHTTP()
-			n.stop()
-			if err := store.Close(); err != nil { // waits for queued writes
-				log.Warn("close the store", "err", err)
+			log.Info("shutting down; handing the shards over")
+			shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			if err := httpSrv.Shutdown(shutCtx); err != nil {
+				log.Warn("http shutdown", "err", err)
 			}
-			if err := eng.Resign(context.WithoutCancel(ctx), id, epoch); err != nil {
-				log.Warn("resign the leader lease", "err", err)
+			cancel()
+			shards.releaseAll()
+			if err := eng.Leave(context.WithoutCancel(ctx), id); err != nil {
+				log.Warn("leave the replicas", "err", err)
 			}
 			return nil
 		case err := <-serveErr:
-			n.stop()
+			return err
+		case err := <-shards.fatal:
+			httpSrv.Close()
 			return err
 		case <-tick.C:
-			sent := time.Now()
-			err := eng.Renew(ctx, id, epoch, f.LeaseTTL)
-			switch {
-			case err == nil:
-				leaseFrom = sent
-			case errors.Is(err, pg.ErrLeaseLost) || time.Since(leaseFrom) > f.LeaseTTL-renewEvery:
-				// No draining: another replica may be sending these deliveries already.
-				log.Error("leader lease lost", "epoch", epoch, "err", err, "since_renewal", time.Since(leaseFrom).String())
-				httpSrv.Close()
-				return errSelfFenced
-			default:
-				log.Warn("renew the leader lease", "err", err)
-			}
+		case <-changed:
 		}
 	}
-}
-
-// lead builds and starts the node over the shared database, on the database's clock.
-func lead(ctx context.Context, eng *pg.Engine, f serverFlags, policy netguard.Policy, secret string, mtr *metrics.Metrics, stdout io.Writer, log *slog.Logger) (*node, *storage.Store, error) {
-	offset, err := eng.ClockOffset(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	log.Info("database clock", "offset", offset.String())
-	now := func() time.Time { return time.Now().Add(offset) }
-	// The store does not close the engine: the lease is resigned after the store's last
-	// write, on the same pool.
-	store, err := storage.OpenEngine(keepOpen{eng}, storage.Options{OnCommit: mtr.OnCommit})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := claimDataDir(modeServe, "(the PostgreSQL database)", false, store, stdout); err != nil {
-		return nil, nil, err
-	}
-	n, err := newNode(ctx, nodeDeps{m: modeServe, f: f, store: store, policy: policy, mtr: mtr, log: log, now: now, stdout: stdout, forwardSecret: secret})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := n.start(ctx); err != nil {
-		return nil, nil, err
-	}
-	return n, store, nil
 }
 
 // keepOpen is an engine whose Close leaves it open (runReplica closes it).

@@ -74,8 +74,8 @@ func TestReplicaFencedAfterLeaseStolen(t *testing.T) {
 	conn, err := pgx.Connect(context.Background(), db)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(context.Background(), `UPDATE duraton_leader
-		SET holder = 'thief', addr = '', epoch = epoch + 1, lease_until = clock_timestamp() - interval '1 hour' WHERE id = 1`)
+	_, err = conn.Exec(context.Background(), `UPDATE duraton_shards
+		SET holder = 'thief', addr = '', epoch = epoch + 1, lease_until = clock_timestamp() - interval '1 hour' WHERE shard = 0`)
 	require.NoError(t, err)
 	close(first) // the old leader gets its answer now, and cannot record it
 

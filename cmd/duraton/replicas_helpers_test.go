@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,13 +46,13 @@ func newReplicaCreds() replicaCreds {
 }
 
 // replicaProc is one `duraton serve` replica. proc.stdout holds the lines after the
-// `listening on` line (the `leading (epoch N)` line among them).
+// `listening on` line (the `leading shard 0 (epoch N)` line among them).
 type replicaProc struct {
 	*proc
 	ID string
 }
 
-var listeningLine = regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+) \(replica (r-[0-9a-f]+)\)$`)
+var listeningLine = regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+) \(replica (r-[0-9a-f]+), \d+ shards?\)$`)
 
 // startReplica starts `duraton serve` on storeURL with creds, loopback destinations
 // allowed and the test lease timings, and waits for its `listening on` line. extra are
@@ -66,6 +67,9 @@ func startReplica(t *testing.T, storeURL string, creds replicaCreds, extra ...st
 		"--allow-cidrs", "127.0.0.0/8", "--lease-ttl", replicaTTL.String(), "--lease-grace", replicaGrace.String(),
 		// Replicas share nothing on disk; a --data directory is still parsed.
 		"--data", t.TempDir()}, extra...)
+	if !slices.Contains(extra, "--shards") {
+		args = append(args, "--shards", "1") // one leader: what these tests are about
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DURATON_TOKEN=", "DURATON_DATA=", "DURATON_STORE=")
 	p := &proc{t: t, cmd: cmd, stderr: &lockedBuffer{}, stdout: &lockedBuffer{}, readDone: make(chan struct{}),
@@ -113,7 +117,7 @@ func startReplica(t *testing.T, storeURL string, creds replicaCreds, extra ...st
 	return r
 }
 
-var leadingLine = regexp.MustCompile(`(?m)^leading \(epoch (\d+)\)$`)
+var leadingLine = regexp.MustCompile(`(?m)^leading shard 0 \(epoch (\d+)\)$`)
 
 // epoch is the epoch this replica printed it leads with, 0 if it never led.
 func (r *replicaProc) epoch() int64 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -146,6 +147,11 @@ type nodeDeps struct {
 	// forwardSecret: the replicas' shared secret, whose holders' X-Forwarded-For is
 	// trusted ("" outside replicas).
 	forwardSecret string
+	// observer counts the engine's work (default mtr); a shard's counts it by shard too.
+	observer delivery.Observer
+	// noDefault: the store is a shard that project default does not belong to, so it
+	// is not made here.
+	noDefault bool
 }
 
 // node is one running Duraton over a store: the delivery engine, schedules, native
@@ -159,20 +165,24 @@ type node struct {
 	log     *slog.Logger
 	token   string // the default project's token (dev: always; serve: when just made)
 	project *delivery.Project
+	unwatch func() // removes the engine from the metrics' gauges
 }
 
 // newNode makes sure the default project exists and builds the node (not started).
 func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	m, f, store, log := d.m, d.f, d.store, d.log
-	token, project, err := ensureDefaultProject(ctx, m, f, store)
-	if err != nil {
-		return nil, err
+	token, project := "", &delivery.Project{ID: devProject}
+	var err error
+	if !d.noDefault {
+		if token, project, err = ensureDefaultProject(ctx, m, f, store); err != nil {
+			return nil, err
+		}
 	}
 	if m == modeServe && token != "" {
 		// Printed as soon as it is stored: if the start fails below, it is not lost.
 		fmt.Fprintf(d.stdout, "created project %q; its API token (shown once): %s\n", project.ID, token)
 	}
-	if m == modeServe && f.Token != "" {
+	if m == modeServe && f.Token != "" && !d.noDefault {
 		if err := warnOtherTokens(store, f.Token, log); err != nil {
 			return nil, err
 		}
@@ -195,7 +205,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 		DrainTimeout:   f.DrainTimeout,
 		Destinations:   d.policy,
 		AIPrices:       f.AIPrices,
-		Observer:       d.mtr,
+		Observer:       cmp.Or[delivery.Observer](d.observer, d.mtr),
 		Runs:           delivery.Watchers(hub, watcherOf(traces)),
 		Tracer:         tracer,
 		Now:            d.now,
@@ -206,7 +216,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mtr.WatchEngine(engine.Stats)
+	unwatch := d.mtr.WatchEngine(engine.Stats)
 	sched := schedule.New(schedule.Config{Now: d.now, Logger: log}, store, engine)
 	nat, err := native.New(native.Config{
 		CheckURL: d.policy.CheckURL, Now: d.now, Logger: log,
@@ -254,7 +264,7 @@ func newNode(ctx context.Context, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &node{engine: engine, sched: sched, nat: nat, srv: srv, traces: traces, log: log, token: token, project: project}, nil
+	return &node{engine: engine, sched: sched, nat: nat, srv: srv, traces: traces, log: log, token: token, project: project, unwatch: unwatch}, nil
 }
 
 // start starts the engine, the schedules and the native flusher.
@@ -279,6 +289,7 @@ func (n *node) stop() {
 	n.nat.Stop()
 	n.sched.Stop()
 	n.engine.Stop()
+	n.unwatch()
 	if n.traces != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

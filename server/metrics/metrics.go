@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,11 @@ type Metrics struct {
 	runsEnded    *prometheus.CounterVec
 	commitOps    prometheus.Histogram
 	commitTime   prometheus.Histogram
+
+	enginesOnce sync.Once
+	engines     engineSet
+	shardsOnce  sync.Once
+	shardDone   *prometheus.CounterVec // attempts by shard (shards.go)
 }
 
 var _ delivery.Observer = (*Metrics)(nil)

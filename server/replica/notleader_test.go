@@ -23,8 +23,8 @@ func TestForwardWaitsForALeaderStillStarting(t *testing.T) {
 	var local atomic.Pointer[http.Handler]
 	starting, err := New(Config{
 		Self:   "r-new",
-		Leader: func(context.Context) (string, error) { return "", nil }, // it holds the lease itself
-		Local: func() http.Handler {
+		Leader: func(context.Context, int) (string, error) { return "", nil }, // it holds the lease itself
+		Local: func(int) http.Handler {
 			if h := local.Load(); h != nil {
 				return *h
 			}
@@ -37,7 +37,7 @@ func TestForwardWaitsForALeaderStillStarting(t *testing.T) {
 
 	follower, err := New(Config{
 		Self:   "r-follower",
-		Leader: func(context.Context) (string, error) { return newLeader.URL, nil },
+		Leader: func(context.Context, int) (string, error) { return newLeader.URL, nil },
 	})
 	require.NoError(t, err)
 	front := httptest.NewServer(follower)
@@ -67,12 +67,12 @@ func TestForwardWaitsForALeaderStillStarting(t *testing.T) {
 // neither leads nor is starting to is answered 503 (no forwarding loops) once the
 // forwarding follower's wait is over.
 func TestForwardedToAFollowerIsRefused(t *testing.T) {
-	other, err := New(Config{Self: "r-other", Leader: func(context.Context) (string, error) { return "http://127.0.0.1:1", nil }})
+	other, err := New(Config{Self: "r-other", Leader: func(context.Context, int) (string, error) { return "http://127.0.0.1:1", nil }})
 	require.NoError(t, err)
 	otherSrv := httptest.NewServer(other)
 	t.Cleanup(otherSrv.Close)
 	follower, err := New(Config{Self: "r-f", WaitForLeader: 300 * time.Millisecond,
-		Leader: func(context.Context) (string, error) { return otherSrv.URL, nil }})
+		Leader: func(context.Context, int) (string, error) { return otherSrv.URL, nil }})
 	require.NoError(t, err)
 	front := httptest.NewServer(follower)
 	t.Cleanup(front.Close)

@@ -1,7 +1,8 @@
-// Package replica is the HTTP face of a follower replica on a shared database: it
-// forwards every API request to the replica that leads (runs the delivery engine), and
-// answers /healthz and /readyz itself. Followers keep no engine state, so every replica
-// serves the whole API, and a client needs no idea which one leads.
+// Package replica is the HTTP face of a replica on a shared database whose state is
+// divided into shards: it serves a request itself when this replica leads the shard the
+// request belongs to (Config.Shard, Config.Local), and forwards it to the replica that
+// leads that shard otherwise; it answers /healthz, /readyz and /metrics itself. So every
+// replica serves the whole API, and a client needs no idea which one leads what.
 package replica
 
 import (
@@ -39,11 +40,16 @@ type Config struct {
 	// Secret is the replicas' shared secret (sent in SecretHeader). Default "": none
 	// (the leader then counts every forwarded request against this replica's address).
 	Secret string
-	// Leader returns the leading replica's base URL, "" when no replica leads now.
-	Leader func(ctx context.Context) (string, error)
-	// Local returns this replica's own API handler once it leads (nil while it follows):
-	// a request that waited through a takeover this replica won is served here.
-	Local func() http.Handler
+	// Shard returns the shard a request belongs to. It is called with body nil first;
+	// when it needs the body to tell (ErrNeedBody), again once the body is read. An
+	// error it returns otherwise is answered 503. Default nil: every request is shard 0's.
+	Shard func(r *http.Request, body []byte) (int, error)
+	// Leader returns the base URL of the replica leading shard, "" when none leads now.
+	Leader func(ctx context.Context, shard int) (string, error)
+	// Local returns this replica's own API handler for shard while it leads it (nil
+	// otherwise): a request that waited through a takeover this replica won is served
+	// here.
+	Local func(shard int) http.Handler
 	// WaitForLeader is how long a request waits for a leader while none leads (a
 	// takeover in progress) before it is answered 503. Default 15s.
 	WaitForLeader time.Duration
@@ -72,12 +78,11 @@ type Config struct {
 	// send a body of MaxMessageBytes at most on any route, from its quarter of
 	// MaxBufferedBytes. Default nil: every request counts as authorized.
 	Authorized func(r *http.Request) bool
-	// Metrics serves this replica's own GET /metrics (nil: forwarded like any request).
-	// A follower answers it itself so that a scrape of each replica reads that replica,
-	// and the leader's counters are not collected once per replica.
+	// Metrics serves this replica's own GET /metrics (nil: forwarded like any request),
+	// so that a scrape of each replica reads that replica.
 	Metrics http.Handler
-	// OnForward, if set, is told how each request a follower handled ended: ResultOK
-	// (the leader answered), ResultBadGateway or ResultNoLeader.
+	// OnForward, if set, is told how each request this replica forwarded ended:
+	// ResultOK (the leader answered), ResultBadGateway or ResultNoLeader.
 	OnForward func(result string)
 	// Transport sends forwarded requests. Default: a clone of http.DefaultTransport.
 	Transport http.RoundTripper
@@ -125,10 +130,17 @@ type Forwarder struct {
 	buffered *byteBudget // bytes of request bodies with a valid token held now
 	anon     *byteBudget // and of those without one
 
-	mu     sync.Mutex
-	leader *url.URL
+	mu      sync.Mutex
+	leaders map[int]cachedLeader // by shard
+}
+
+type cachedLeader struct {
+	u      *url.URL
 	readAt time.Time
 }
+
+// ErrNeedBody is what Config.Shard returns when it needs the request's body to tell.
+var ErrNeedBody = errors.New("replica: the shard depends on the body")
 
 // New makes a Forwarder. Leader is required.
 func New(cfg Config) (*Forwarder, error) {
@@ -140,34 +152,43 @@ func New(cfg Config) (*Forwarder, error) {
 	}
 	cfg = cfg.withDefaults()
 	anon := cfg.MaxBufferedBytes / 4
-	return &Forwarder{cfg: cfg, buffered: &byteBudget{limit: cfg.MaxBufferedBytes - anon}, anon: &byteBudget{limit: anon}}, nil
+	return &Forwarder{cfg: cfg, buffered: &byteBudget{limit: cfg.MaxBufferedBytes - anon}, anon: &byteBudget{limit: anon},
+		leaders: map[int]cachedLeader{}}, nil
 }
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/healthz":
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok","role":"follower"}`))
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
 		return
 	case "/metrics":
-		if f.cfg.Metrics != nil && f.local() == nil {
+		if f.cfg.Metrics != nil {
 			f.cfg.Metrics.ServeHTTP(w, r)
 			return
 		}
 	case "/readyz":
-		if _, err := f.target(r.Context(), false); err != nil {
+		if _, err := f.target(r.Context(), 0, false); err != nil && !errors.Is(err, errLocal) {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ready","role":"follower"}`))
+		_, _ = w.Write([]byte(`{"status":"ready"}`))
 		return
 	}
-	if r.Header.Get(ForwardedHeader) != "" {
-		if local := f.local(); local != nil { // took the lease as the request was forwarded
+	shard, err := f.shard(r, nil)
+	if err == nil {
+		if local := f.local(shard); local != nil { // the common case: served here, unbuffered
 			local.ServeHTTP(w, r)
 			return
 		}
+	} else if !errors.Is(err, ErrNeedBody) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if r.Header.Get(ForwardedHeader) != "" && !errors.Is(err, ErrNeedBody) {
+		// Sent here as the shard's leader, which this replica no longer (or not yet) is.
 		w.Header().Set(NotLeaderHeader, f.cfg.Self)
 		writeError(w, http.StatusServiceUnavailable, "leadership moved while the request was forwarded; retry")
 		return
@@ -189,14 +210,30 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if shard, err = f.shard(r, body); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if r.Header.Get(ForwardedHeader) != "" && f.local(shard) == nil {
+		w.Header().Set(NotLeaderHeader, f.cfg.Self)
+		writeError(w, http.StatusServiceUnavailable, "leadership moved while the request was forwarded; retry")
+		return
+	}
+	f.forward(w, r, shard, body)
+}
+
+// forward sends r (its body read) to shard's leader, or serves it here once this
+// replica leads the shard, waiting through a takeover.
+func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, shard int, body []byte) {
 	deadline := f.cfg.Now().Add(f.cfg.WaitForLeader)
 	for {
-		if local := f.local(); local != nil {
+		if local := f.local(shard); local != nil {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			local.ServeHTTP(w, r)
 			return
 		}
-		target, err := f.target(r.Context(), true)
+		target, err := f.target(r.Context(), shard, true)
 		if errors.Is(err, errLocal) {
 			continue
 		}
@@ -218,7 +255,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return // the client went away
 		}
-		f.forget()
+		f.forget(shard)
 		if err == nil {
 			// Refused unread by a replica that does not lead (yet): the lease names it
 			// while it starts its engine. Wait for it, or for the next leader.
@@ -231,7 +268,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			resp.Body.Close()
 		} else if !notSent(err) || f.cfg.Now().After(deadline) {
 			// It may have reached the leader: sending it again could do it twice.
-			f.cfg.Logger.Warn("forward to leader failed", "err", err, "path", r.URL.Path)
+			f.cfg.Logger.Warn("forward to leader failed", "err", err, "path", r.URL.Path, "shard", shard)
 			f.observe(ResultBadGateway)
 			writeError(w, http.StatusBadGateway, "the leading replica did not answer: "+err.Error()+"; retry")
 			return
@@ -241,6 +278,14 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// shard is Config.Shard, or 0 without it.
+func (f *Forwarder) shard(r *http.Request, body []byte) (int, error) {
+	if f.cfg.Shard == nil {
+		return 0, nil
+	}
+	return f.cfg.Shard(r, body)
 }
 
 // The results OnForward is told.
@@ -256,11 +301,11 @@ func (f *Forwarder) observe(result string) {
 	}
 }
 
-func (f *Forwarder) local() http.Handler {
+func (f *Forwarder) local(shard int) http.Handler {
 	if f.cfg.Local == nil {
 		return nil
 	}
-	return f.cfg.Local()
+	return f.cfg.Local(shard)
 }
 
 // notLeader reports whether resp is another replica's refusal of a forwarded request it
@@ -329,19 +374,18 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) {
 	_, _ = io.Copy(w, resp.Body) // a broken stream shows as a short body to the client
 }
 
-// target is the leader's URL: cached, else read; with wait, it waits for a leader while
-// none leads.
-func (f *Forwarder) target(ctx context.Context, wait bool) (*url.URL, error) {
+// target is the URL of shard's leader: cached, else read; with wait, it waits for a
+// leader while none leads.
+func (f *Forwarder) target(ctx context.Context, shard int, wait bool) (*url.URL, error) {
 	f.mu.Lock()
-	if f.leader != nil && f.cfg.Now().Sub(f.readAt) < f.cfg.CacheFor {
-		u := f.leader
+	if c, ok := f.leaders[shard]; ok && f.cfg.Now().Sub(c.readAt) < f.cfg.CacheFor {
 		f.mu.Unlock()
-		return u, nil
+		return c.u, nil
 	}
 	f.mu.Unlock()
 	deadline := f.cfg.Now().Add(f.cfg.WaitForLeader)
 	for {
-		addr, err := f.cfg.Leader(ctx)
+		addr, err := f.cfg.Leader(ctx, shard)
 		if err != nil {
 			return nil, err
 		}
@@ -351,11 +395,11 @@ func (f *Forwarder) target(ctx context.Context, wait bool) (*url.URL, error) {
 				return nil, err
 			}
 			f.mu.Lock()
-			f.leader, f.readAt = u, f.cfg.Now()
+			f.leaders[shard] = cachedLeader{u: u, readAt: f.cfg.Now()}
 			f.mu.Unlock()
 			return u, nil
 		}
-		if f.local() != nil {
+		if f.local(shard) != nil {
 			return nil, errLocal
 		}
 		if !wait || f.cfg.Now().After(deadline) {
@@ -372,9 +416,9 @@ func (f *Forwarder) target(ctx context.Context, wait bool) (*url.URL, error) {
 // errLocal: this replica took the lease while the request waited.
 var errLocal = errors.New("replica: this replica leads now")
 
-func (f *Forwarder) forget() {
+func (f *Forwarder) forget(shard int) {
 	f.mu.Lock()
-	f.leader = nil
+	delete(f.leaders, shard)
 	f.mu.Unlock()
 }
 

@@ -23,7 +23,7 @@ type leaderStub struct {
 }
 
 func (l *leaderStub) set(addr string) { l.mu.Lock(); l.addr = addr; l.mu.Unlock() }
-func (l *leaderStub) get(context.Context) (string, error) {
+func (l *leaderStub) get(context.Context, int) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.addr, nil
@@ -159,7 +159,7 @@ func TestNoLeaderAnswers503AfterWaiting(t *testing.T) {
 func TestLocalHandlerOnceThisReplicaLeads(t *testing.T) {
 	var local atomic.Pointer[http.Handler]
 	f := newForwarder(t, Config{Self: "r-me", Leader: (&leaderStub{}).get, WaitForLeader: 10 * time.Second,
-		Local: func() http.Handler {
+		Local: func(int) http.Handler {
 			if h := local.Load(); h != nil {
 				return *h
 			}
@@ -285,7 +285,7 @@ func TestMetricsLocalAndForwardResults(t *testing.T) {
 	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("a")))
 	require.Equal(t, http.StatusCreated, rec.Code)
 	stub.set("")
-	f.forget()
+	f.forget(0)
 	rec = httptest.NewRecorder()
 	f.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v2/publish/x", strings.NewReader("b")))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
