@@ -114,8 +114,14 @@ func (s *shardSet) balance(ctx, runCtx context.Context) {
 			live = append(live, m.ID)
 		}
 	}
+	held := map[string]int{}
+	for _, l := range leases {
+		if l.Live && l.Holder != "" {
+			held[l.Holder]++
+		}
+	}
 	n := s.eng.ShardCount()
-	quota := pg.Quota(n, live, s.self)
+	quota := pg.Quota(n, live, held, s.self)
 
 	s.mu.Lock()
 	var mine []int
@@ -132,20 +138,20 @@ func (s *shardSet) balance(ctx, runCtx context.Context) {
 		mine = mine[:len(mine)-1]
 		s.log.Info("handing a shard over", "shard", r.shard, "quota", quota, "replicas", len(live))
 	}
-	held := len(mine)
+	mineNow := len(mine)
 	taking := make(map[int]bool, len(s.runs))
 	for i := range s.runs {
 		taking[i] = true
 	}
 	s.mu.Unlock()
-	if held >= quota {
+	if mineNow >= quota {
 		return
 	}
 	// Free shards, starting at this replica's place in the ring so that replicas
 	// starting together try different ones first.
 	start := slices.Index(slices.Sorted(slices.Values(live)), s.self) * n / max(len(live), 1)
 	for k := range n {
-		if held >= quota || ctx.Err() != nil {
+		if mineNow >= quota || ctx.Err() != nil {
 			return
 		}
 		l := leases[(start+k)%n]
@@ -153,7 +159,7 @@ func (s *shardSet) balance(ctx, runCtx context.Context) {
 			continue
 		}
 		if s.take(ctx, runCtx, l.Shard) {
-			held++
+			mineNow++
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -188,17 +189,24 @@ func (e *Engine) Replicas(ctx context.Context) ([]Replica, error) {
 	return out, nil
 }
 
-// Quota is how many of n shards the replica self leads when the live replicas are
-// live (ids): n divided evenly, the first n mod len(live) in id order leading one more.
-// Zero when self is not among them.
-func Quota(n int, live []string, self string) int {
-	sorted := slices.Sorted(slices.Values(live))
-	i := slices.Index(sorted, self)
+// Quota is how many of n shards the replica self leads when the replicas live are alive
+// and held says how many shards each leads now: n divided evenly, the remainder going
+// to the replicas that lead the most already (then by id), so that a shard moves only
+// when the shares must change. Zero when self is not among live.
+func Quota(n int, live []string, held map[string]int, self string) int {
+	ranked := slices.Clone(live)
+	slices.SortFunc(ranked, func(a, b string) int {
+		if d := held[b] - held[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	i := slices.Index(ranked, self)
 	if i < 0 {
 		return 0
 	}
-	q := n / len(sorted)
-	if i < n%len(sorted) {
+	q := n / len(ranked)
+	if i < n%len(ranked) {
 		q++
 	}
 	return q

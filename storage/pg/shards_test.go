@@ -111,15 +111,23 @@ func TestShardOfIsStable(t *testing.T) {
 
 func TestQuotaSharesEvenly(t *testing.T) {
 	live := []string{"r-c", "r-a", "r-b"}
-	require.Equal(t, 6, pg.Quota(16, live, "r-a"))
-	require.Equal(t, 5, pg.Quota(16, live, "r-b"))
-	require.Equal(t, 5, pg.Quota(16, live, "r-c"))
-	require.Equal(t, 0, pg.Quota(16, live, "r-d"))
+	none := map[string]int{}
+	require.Equal(t, 6, pg.Quota(16, live, none, "r-a"))
+	require.Equal(t, 5, pg.Quota(16, live, none, "r-b"))
+	require.Equal(t, 5, pg.Quota(16, live, none, "r-c"))
+	require.Equal(t, 0, pg.Quota(16, live, none, "r-d"))
 	sum := 0
 	for _, r := range live {
-		sum += pg.Quota(64, live, r)
+		sum += pg.Quota(64, live, none, r)
 	}
 	require.Equal(t, 64, sum)
+
+	// The remainder stays where the shards are: one shard never moves to a newcomer.
+	require.Equal(t, 1, pg.Quota(1, live, map[string]int{"r-c": 1}, "r-c"))
+	require.Equal(t, 0, pg.Quota(1, live, map[string]int{"r-c": 1}, "r-a"))
+	// Two replicas of 8 each and a newcomer: 6, 5, 5, the newcomer taking 5.
+	held := map[string]int{"r-a": 8, "r-b": 8}
+	require.Equal(t, []int{6, 5, 5}, []int{pg.Quota(16, live, held, "r-a"), pg.Quota(16, live, held, "r-b"), pg.Quota(16, live, held, "r-c")})
 }
 
 func TestMembership(t *testing.T) {
