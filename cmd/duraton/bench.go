@@ -57,10 +57,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serverMode := fs.String("server", "inprocess", "inprocess: everything in one process; external: the server in a child process, with its CPU per message")
 	store := fs.String("store", "", "postgres:// URL of an empty database to run the server on (needs --server=external); empty: a fresh bbolt file")
 	replicas := fs.Int("replicas", 0, "with --store: run this many `duraton serve` replicas on it instead of one bench server, publishing through all of them")
+	shards := fs.Int("shards", 16, "with --replicas: the shards a new database is divided into")
+	projects := fs.Int("projects", 0, "with --replicas: spread the messages over this many projects (made in the database first); 0: project default")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
-	if err := checkBenchStore(*store, *serverMode == "external", *replicas); err != nil {
+	if err := checkBenchStore(*store, *serverMode == "external", *replicas, *shards, *projects); err != nil {
 		return err
 	}
 	if *serverMode != "inprocess" && *serverMode != "external" {
@@ -79,7 +81,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 1 || *c < 1 || *c > 10_000 {
 		return errors.New("--messages must be ≥ 1 and --concurrency between 1 and 10000")
 	}
-	res, err := benchPublish(ctx, *n, *c, publishServer{external: external, cpuProfile: *cpuProfile, store: *store, replicas: *replicas}, progressWriter(stderr, *jsonOnly))
+	res, err := benchPublish(ctx, *n, *c, publishServer{external: external, cpuProfile: *cpuProfile,
+		bs: benchStore{url: *store, replicas: *replicas, shards: *shards, projects: *projects}}, progressWriter(stderr, *jsonOnly))
 	if err != nil {
 		return err
 	}
@@ -121,14 +124,16 @@ type benchResult struct {
 	// first publish to the last delivery, per message.
 	Server                string  `json:"server"`
 	ServerCPUUsPerMessage float64 `json:"server_cpu_us_per_message,omitempty"`
+	// With --replicas: the projects the load was spread over, and each replica's part.
+	Projects int            `json:"projects,omitempty"`
+	Replicas []replicaShare `json:"replicas,omitempty"`
 }
 
 // publishServer says where `bench publish`'s server runs.
 type publishServer struct {
 	external   bool   // in a `bench _server` child process
 	cpuProfile string // the child's CPU profile, when external
-	store      string // postgres:// URL, when not bbolt
-	replicas   int    // `duraton serve` replicas on store instead of a bench server (0: none)
+	bs         benchStore
 }
 
 // benchPublish runs a server on a fresh temporary store and a no-op endpoint, both on
@@ -138,9 +143,17 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	var serverURL string
 	var serverURLs []string // publishers take turns over these
 	var stats func() (childStats, error)
-	if where.replicas > 0 {
-		rs, err := startBenchReplicas(ctx, where.store, where.replicas, 256)
+	var rs *benchReplicas
+	tokens := []string{servertest.Token}
+	if where.bs.replicas > 0 {
+		projTokens, err := benchProjectTokens(ctx, where.bs.url, where.bs.shards, where.bs.projects)
 		if err != nil {
+			return benchResult{}, err
+		}
+		if len(projTokens) > 0 {
+			tokens = projTokens
+		}
+		if rs, err = startBenchReplicas(ctx, where.bs.url, where.bs.replicas, 256, where.bs.shards); err != nil {
 			return benchResult{}, err
 		}
 		defer rs.close()
@@ -150,8 +163,8 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 		if where.cpuProfile != "" {
 			args = append(args, "--cpuprofile", where.cpuProfile)
 		}
-		if where.store != "" {
-			args = append(args, "--store", where.store)
+		if where.bs.url != "" {
+			args = append(args, "--store", where.bs.url)
 		}
 		child, err := startBenchChild(ctx, nil, nil, args...)
 		if err != nil {
@@ -202,7 +215,6 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	go endpoint.Serve(epLn)
 	defer endpoint.Close()
 
-	token := servertest.Token
 	if serverURLs == nil {
 		serverURLs = []string{serverURL}
 	}
@@ -216,11 +228,17 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	if err != nil {
 		return benchResult{}, err
 	}
+	var shares0 []replicaShare
+	if rs != nil {
+		if shares0, err = rs.shares(ctx); err != nil {
+			return benchResult{}, err
+		}
+	}
 	start := time.Now()
 	publishErr := closedLoop(ctx, n, c, func(i int) error {
 		body := strconv.Itoa(i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, publishURLs[i%len(publishURLs)], bytes.NewBufferString(body))
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+tokens[i%len(tokens)])
 		req.Header.Set("Content-Type", "text/plain")
 		resp, err := client.Do(req)
 		if err == nil {
@@ -270,6 +288,16 @@ func benchPublish(ctx context.Context, n, c int, where publishServer, progress f
 	if where.external {
 		res.Server = "external"
 		res.ServerCPUUsPerMessage = round1(float64(st.CPUUs-st0.CPUUs) / float64(n))
+	}
+	if rs != nil {
+		shares, err := rs.shares(ctx)
+		if err != nil {
+			return benchResult{}, err
+		}
+		if res.Replicas, err = shareDelta(shares0, shares); err != nil {
+			return benchResult{}, err
+		}
+		res.Projects = where.bs.projects
 	}
 	return res, nil
 }

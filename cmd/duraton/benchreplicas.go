@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/server/servertest"
+	"github.com/duraton/duraton/storage/pg"
 )
 
 // Benchmarks on PostgreSQL: `--store postgres://...` runs the bench server child on
@@ -25,11 +26,19 @@ import (
 type benchStore struct {
 	url      string // postgres:// URL; "": a fresh bbolt file
 	replicas int    // `duraton serve` replicas on url instead of a bench server (0: none)
+	shards   int    // the replicas' --shards
+	projects int    // projects the load is spread over (0: project default only)
 }
 
-// checkBenchStore validates --store and --replicas.
-func checkBenchStore(store string, external bool, replicas int) error {
+// checkBenchStore validates --store, --replicas, --shards and --projects.
+func checkBenchStore(store string, external bool, replicas, shards, projects int) error {
 	switch {
+	case replicas == 0 && projects != 0:
+		return errors.New("--projects needs --replicas")
+	case projects < 0 || projects > 1000:
+		return errors.New("--projects must be between 0 and 1000")
+	case shards < 1 || shards > pg.MaxShards:
+		return fmt.Errorf("--shards must be between 1 and %d", pg.MaxShards)
 	case store == "" && replicas != 0:
 		return errors.New("--replicas needs --store postgres://...")
 	case store == "":
@@ -46,14 +55,15 @@ func checkBenchStore(store string, external bool, replicas int) error {
 
 // benchReplicas is a set of `duraton serve` processes on one database.
 type benchReplicas struct {
-	procs []*exec.Cmd
-	URLs  []string
-	dir   string
+	procs  []*exec.Cmd
+	URLs   []string // the first is not shard 0's leader, when n > 1
+	byProc []string // procs[i]'s URL
+	dir    string
 }
 
-// startBenchReplicas starts n replicas on store and waits until each listens and one
-// leads. The first URL is a follower's when n > 1.
-func startBenchReplicas(ctx context.Context, store string, n, maxInFlight int) (*benchReplicas, error) {
+// startBenchReplicas starts n replicas on store, divided into shards if it is new, and
+// waits until each listens and the shards are shared out evenly.
+func startBenchReplicas(ctx context.Context, store string, n, maxInFlight, shards int) (*benchReplicas, error) {
 	bin, err := benchChildBinary()
 	if err != nil {
 		return nil, err
@@ -63,11 +73,11 @@ func startBenchReplicas(ctx context.Context, store string, n, maxInFlight int) (
 		return nil, err
 	}
 	rs := &benchReplicas{dir: dir}
-	leading := make(chan int, n)
 	for i := 0; i < n; i++ {
 		cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--store", store, "--data", dir,
 			"--token", servertest.Token, "--current-signing-key", servertest.CurrentKey, "--next-signing-key", servertest.NextKey,
-			"--allow-cidrs", "127.0.0.0/8", "--max-in-flight", strconv.Itoa(maxInFlight), "--log-level", "warn")
+			"--allow-cidrs", "127.0.0.0/8", "--max-in-flight", strconv.Itoa(maxInFlight), "--log-level", "warn",
+			"--shards", strconv.Itoa(shards))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -84,32 +94,19 @@ func startBenchReplicas(ctx context.Context, store string, n, maxInFlight int) (
 			rs.close()
 			return nil, fmt.Errorf("replica %d exited before it listened", i)
 		}
-		// "listening on http://127.0.0.1:PORT (replica r-...)"
+		// "listening on http://127.0.0.1:PORT (replica r-..., N shards)"
 		url, _, _ := strings.Cut(strings.TrimPrefix(sc.Text(), "listening on "), " ")
-		rs.URLs = append(rs.URLs, url)
-		go func(i int) {
-			for sc.Scan() {
-				if strings.HasPrefix(sc.Text(), "leading") {
-					leading <- i
-				}
+		rs.byProc = append(rs.byProc, url)
+		go func() {
+			for sc.Scan() { // drain: the replica must never block on its stdout
 			}
-		}(i)
-		if i == 0 {
-			// The first one leads (the database is empty): wait, so the others follow.
-			select {
-			case <-leading:
-			case <-time.After(30 * time.Second):
-				rs.close()
-				return nil, errors.New("no replica took the leader lease within 30 s")
-			case <-ctx.Done():
-				rs.close()
-				return nil, ctx.Err()
-			}
-		}
+		}()
 	}
-	if n > 1 {
-		rs.URLs = append(rs.URLs[1:], rs.URLs[0]) // a follower first
+	if err := waitShardsShared(ctx, store, n, 60*time.Second); err != nil {
+		rs.close()
+		return nil, err
 	}
+	rs.URLs = append(rs.byProc[1:], rs.byProc[0]) // with one shard, the first leads it
 	return rs, nil
 }
 

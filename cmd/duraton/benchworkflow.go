@@ -42,6 +42,9 @@ type benchWorkflowResult struct {
 	// With --store, when PostgreSQL runs on this machine: its own CPU time (every
 	// process of the server, benchpgcpu.go) over the measured interval, per step.
 	PostgresCPUUsPerStep float64 `json:"postgres_cpu_us_per_step,omitempty"`
+	// With --replicas: the projects the runs were spread over, and each replica's part.
+	Projects int            `json:"projects,omitempty"`
+	Replicas []replicaShare `json:"replicas,omitempty"`
 }
 
 func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -59,10 +62,12 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 	sdkDir := fs.String("sdk-dir", filepath.Join("sdk", "js"), "with --endpoint=ts-native: the @duraton/sdk package, installed and built (npm ci && npm run build)")
 	store := fs.String("store", "", "postgres:// URL of an empty database to run the server on (needs --endpoint=external or ts); empty: a fresh bbolt file")
 	replicas := fs.Int("replicas", 0, "with --store: run this many `duraton serve` replicas on it instead of one bench server; runs are triggered through all of them")
+	shards := fs.Int("shards", 16, "with --replicas: the shards a new database is divided into")
+	projects := fs.Int("projects", 0, "with --replicas: spread the runs over this many projects (made in the database first); 0: project default")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if err := checkBenchStore(*store, *endpoint != "inprocess", *replicas); err != nil {
+	if err := checkBenchStore(*store, *endpoint != "inprocess", *replicas, *shards, *projects); err != nil {
 		return err
 	}
 	if *runs < 1 || *steps < 1 || *steps > 100 || *conc < 1 || *conc > 10_000 {
@@ -78,7 +83,7 @@ func runBenchWorkflow(ctx context.Context, args []string, stdout, stderr io.Writ
 		case "ts-native":
 			ep = wfEndpoint{kind: "ts-native", tsDir: *sdkDir}
 		}
-		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, ep, benchStore{url: *store, replicas: *replicas}, *cpuProfile, *memProfile, *endpointProfile, progress)
+		res, err := benchWorkflowExternal(ctx, *runs, *steps, *conc, ep, benchStore{url: *store, replicas: *replicas, shards: *shards, projects: *projects}, *cpuProfile, *memProfile, *endpointProfile, progress)
 		if err != nil {
 			return err
 		}

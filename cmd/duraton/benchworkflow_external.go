@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/sdk"
+	"github.com/duraton/duraton/server/servertest"
 )
 
 // benchWorkflowExternal is `bench workflow --endpoint=external`: the server (`bench
@@ -21,12 +22,23 @@ import (
 func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndpoint, bs benchStore, cpuProfile, memProfile, endpointProfile string, progress func(done, total int)) (benchWorkflowResult, error) {
 	var server interface{ Stats() (childStats, error) }
 	var serverURLs []string
+	var rs *benchReplicas
+	tokens := []string{servertest.Token}
 	if bs.replicas > 0 {
 		if cpuProfile != "" || memProfile != "" {
 			return benchWorkflowResult{}, errors.New("--cpuprofile and --memprofile profile the bench server child, not --replicas")
 		}
-		rs, err := startBenchReplicas(ctx, bs.url, bs.replicas, 512)
+		if bs.projects > 0 && ep.kind != "go" {
+			return benchWorkflowResult{}, errors.New("--projects needs --endpoint=external: the Go endpoint answers every step inline, so it never calls back with a token")
+		}
+		projTokens, err := benchProjectTokens(ctx, bs.url, bs.shards, bs.projects)
 		if err != nil {
+			return benchWorkflowResult{}, err
+		}
+		if len(projTokens) > 0 {
+			tokens = projTokens
+		}
+		if rs, err = startBenchReplicas(ctx, bs.url, bs.replicas, 512, bs.shards); err != nil {
 			return benchWorkflowResult{}, err
 		}
 		defer rs.close()
@@ -88,14 +100,24 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 	}
 	defer endpoint.close()
 	url := endpoint.URL + "/wf"
-	// Runs are triggered through every server in turn.
-	clients := make([]*sdk.Client, len(serverURLs))
+	// Runs are triggered through every server in turn, and over the projects in turn.
+	clients := make([]*sdk.Client, len(serverURLs)*len(tokens))
+	transport := &http.Transport{MaxIdleConnsPerHost: conc}
 	for i, u := range serverURLs {
-		c, err := sdk.NewClient(sdk.WithEnv(envFunc(devEnv(u))), sdk.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}))
-		if err != nil {
+		for j, tok := range tokens {
+			env := append(devEnv(u), "QSTASH_TOKEN="+tok) // the later value wins
+			c, err := sdk.NewClient(sdk.WithEnv(envFunc(env)), sdk.WithHTTPClient(&http.Client{Transport: transport}))
+			if err != nil {
+				return benchWorkflowResult{}, err
+			}
+			clients[i*len(tokens)+j] = c
+		}
+	}
+	var shares0 []replicaShare
+	if rs != nil {
+		if shares0, err = rs.shares(ctx); err != nil {
 			return benchWorkflowResult{}, err
 		}
-		clients[i] = c
 	}
 
 	var pg *pgCPU
@@ -162,6 +184,16 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 	if err != nil {
 		return benchWorkflowResult{}, err
 	}
+	var shares []replicaShare
+	if rs != nil {
+		after, err := rs.shares(ctx)
+		if err != nil {
+			return benchWorkflowResult{}, err
+		}
+		if shares, err = shareDelta(shares0, after); err != nil {
+			return benchWorkflowResult{}, err
+		}
+	}
 	progress(runs, runs)
 	overheads := make([]time.Duration, len(ep1.Overheads))
 	for i, o := range ep1.Overheads {
@@ -186,5 +218,7 @@ func benchWorkflowExternal(ctx context.Context, runs, steps, conc int, ep wfEndp
 		ServerCPUUsPerRun:    round1(float64(srv1.CPUUs-srv0.CPUUs) / float64(runs)),
 		EndpointCPUUsPerRun:  round1(float64(ep1.CPUUs-ep0.CPUUs) / float64(runs)),
 		PostgresCPUUsPerStep: round1(float64(pg1-pg0) / total),
+		Projects:             bs.projects,
+		Replicas:             shares,
 	}, nil
 }
