@@ -350,11 +350,17 @@ func maxStartsInWindow(hits []hit, window time.Duration) (int, time.Time) {
 // publishTo publishes body to dest through replica r under a flow-control key; it
 // returns the status, the message id on a 2xx, and how long the call took.
 func publishTo(ctx context.Context, client *http.Client, r *replicaProc, dest, body, key, value string) (int, string, time.Duration, error) {
+	return publishAs(ctx, client, r, r.Token, dest, body, key, value)
+}
+
+// publishAs is publishTo with the API token of another project.
+func publishAs(ctx context.Context, client *http.Client, r *replicaProc, token, dest, body, key, value string) (int, string, time.Duration, error) {
 	start := time.Now()
 	req, err := r.apiRequest(ctx, http.MethodPost, "/v2/publish/"+dest, strings.NewReader(body))
 	if err != nil {
 		return 0, "", 0, err
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "text/plain")
 	if key != "" {
 		req.Header.Set("Upstash-Flow-Control-Key", key)
