@@ -156,6 +156,7 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	mux.HandleFunc("POST /console/events", c.withSession(c.sendEvent))
 	mux.HandleFunc("GET /console/events", c.withSession(c.events))
 	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
+	mux.HandleFunc("POST /console/runs/bulk", c.withSession(c.bulkRuns))
 	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))
 	mux.HandleFunc("GET /console/runs/{id}/events", c.withSession(c.runEvents))
 	mux.HandleFunc("POST /console/runs/{id}/cancel", c.withSession(c.cancelRun))
