@@ -15,12 +15,13 @@ import (
 
 // The Runs page has two tabs. Native runs (started by events, crons or the native API)
 // are searched as GET /runs searches them: the native service's search over the runs
-// index, with the same filters, the same bounds and the same cursor. Runs started through
-// the Upstash API (/v2) are listed newest first, filtered by state and label.
+// index, with the same filters, the same bounds and the same cursor. All runs, native or
+// started through the Upstash API (/v2), are listed newest first, filtered by engine
+// state (RUN_*, the Overview's counts) and label.
 
 const (
 	kindNative  = "native"
-	kindUpstash = "upstash"
+	kindAll    = "all"
 	// maxSearchQ bounds the q text the console passes on; the expression's own, smaller
 	// limit answers with its message.
 	maxSearchQ = 4096
@@ -162,7 +163,7 @@ func shownTime(v string) string {
 type runsData struct {
 	Kind   string
 	Native bool // native workflows are enabled: the Native runs tab
-	// The Upstash tab.
+	// The All runs tab.
 	Status, Label string
 	States        []string
 	Runs          []runRow
@@ -174,22 +175,25 @@ type runsData struct {
 	Failed   bool   // the search was refused: no results, no live refresh
 }
 
-// runsKind is the tab a request shows: the one it names, else the native runs when the
-// project has native workflows, else the Upstash ones.
+// runsKind is the tab a request shows: the one it names; else all runs for an engine
+// state (RUN_*: the Overview's links), the native runs when the project has native
+// workflows, and all runs otherwise.
 func (c *Console) runsKind(r *http.Request) (string, error) {
 	switch kind := r.URL.Query().Get("kind"); {
 	case c.cfg.Native == nil:
-		return kindUpstash, nil
-	case kind == kindNative || kind == kindUpstash:
+		return kindAll, nil
+	case kind == kindNative || kind == kindAll:
 		return kind, nil
 	case kind != "":
-		return "", errors.New("kind: want native or upstash, got " + quoteShort(kind))
+		return "", errors.New("kind: want native or all, got " + quoteShort(kind))
+	case slices.Contains(runStates, r.URL.Query().Get("status")):
+		return kindAll, nil
 	}
 	defs, err := c.cfg.Native.Workflows(r.Context(), sessionOf(r).project, "")
 	if err != nil || len(defs) > 0 {
 		return kindNative, err
 	}
-	return kindUpstash, nil
+	return kindAll, nil
 }
 
 func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
@@ -202,7 +206,7 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
 		c.nativeRuns(w, r)
 		return
 	}
-	c.upstashRuns(w, r)
+	c.allRuns(w, r)
 }
 
 // nativeRuns searches native runs; a refused search shows the form with the reason.
@@ -242,8 +246,8 @@ func (c *Console) nativeRuns(w http.ResponseWriter, r *http.Request) {
 	page(http.StatusOK, "")
 }
 
-// upstashRuns lists the runs started through the Upstash API, newest first.
-func (c *Console) upstashRuns(w http.ResponseWriter, r *http.Request) {
+// allRuns lists every run, newest first.
+func (c *Console) allRuns(w http.ResponseWriter, r *http.Request) {
 	project := sessionOf(r).project
 	status, err := query(r, "status")
 	if err == nil && status != "" && !slices.Contains(runStates, status) {
@@ -255,14 +259,14 @@ func (c *Console) upstashRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keep := func(run *delivery.Run) bool {
-		return workflowOf(run) == "" && (status == "" || run.State == status) && (label == "" || slices.Contains(run.Labels, label))
+		return (status == "" || run.State == status) && (label == "" || slices.Contains(run.Labels, label))
 	}
 	runs, _, err := c.engine.Runs(r.Context(), project, nil, listRuns, keep)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	d := runsData{Kind: kindUpstash, Native: c.cfg.Native != nil, Status: status, Label: label, States: runStates}
+	d := runsData{Kind: kindAll, Native: c.cfg.Native != nil, Status: status, Label: label, States: runStates}
 	for i := range runs {
 		row := runRow{RunWithHistory: runs[i]}
 		if runs[i].Live() {

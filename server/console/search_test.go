@@ -130,8 +130,10 @@ func TestRunsSearchNarrows(t *testing.T) {
 	_, _, body := v.get("/console/runs?q=" + url.QueryEscape(`event.data.accountId == "a1"`))
 	require.Contains(t, body, `value="event.data.accountId == &#34;a1&#34;"`, "the form keeps the search")
 
-	_, _, body = v.get("/console/runs?kind=upstash")
-	require.Empty(t, rows(body), "the Upstash tab lists no native run")
+	_, _, body = v.get("/console/runs?status=RUN_FAILED") // the Overview's link
+	require.Equal(t, sorted(s.charge), rows(body), "an engine state opens the All runs tab")
+	_, _, body = v.get("/console/runs?kind=all&label=nope")
+	require.Empty(t, rows(body))
 	b := s.visitor(t)
 	b.login(tokenB)
 	_, _, body = b.get("/console/runs?kind=native")
@@ -201,7 +203,7 @@ func TestRunsSearchBadInput(t *testing.T) {
 	}
 	status, _, body := v.get("/console/runs?kind=other")
 	require.Equal(t, http.StatusBadRequest, status)
-	require.Contains(t, body, "kind: want native or upstash")
+	require.Contains(t, body, "kind: want native or all")
 
 	// The bulk step refuses the same bad filter, and changes nothing.
 	live := s.live(t)
