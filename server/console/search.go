@@ -20,7 +20,7 @@ import (
 // state (RUN_*, the Overview's counts) and label.
 
 const (
-	kindNative  = "native"
+	kindNative = "native"
 	kindAll    = "all"
 	// maxSearchQ bounds the q text the console passes on; the expression's own, smaller
 	// limit answers with its message.
