@@ -11,7 +11,7 @@ import (
 // the action's dry run and asks to confirm with the count; only "act" acts. Both take the
 // search's filters, validated as the API validates them, and go through the native
 // service's bulk operations (POST /runs/cancel, /runs/replay): one step handles at most
-// native.DefaultBulkLimit matching runs, in small transactions, and when more may match
+// Config.BulkLimit matching runs, in small transactions, and when more may match
 // it offers to count the next ones from where it stopped. A search without any filter
 // acts on every run of the project, which the confirm says and the act step requires
 // ("all", as the API's "all": true). The count fixes "asof": runs created after it are
@@ -122,7 +122,7 @@ func (c *Console) bulkRuns(w http.ResponseWriter, r *http.Request) {
 	if f.To == 0 || f.To > d.AsOf {
 		f.To = d.AsOf
 	}
-	req := native.BulkRequest{Filter: f, After: after, Limit: native.DefaultBulkLimit, DryRun: step == bulkCount}
+	req := native.BulkRequest{Filter: f, After: after, Limit: c.cfg.BulkLimit, DryRun: step == bulkCount}
 	do := c.cfg.Native.CancelRuns
 	if d.Op == "replay" {
 		do = c.cfg.Native.ReplayRuns

@@ -26,9 +26,9 @@ type searchEnv struct {
 	a1, a2, charge []string
 }
 
-func newSearchEnv(t *testing.T) *searchEnv {
+func newSearchEnv(t *testing.T, cfg Config) *searchEnv {
 	t.Helper()
-	e := newEnv(t, Config{})
+	e := newEnv(t, cfg)
 	release := make(chan struct{})
 	held := deliverytest.NewEndpoint(t, func(r *http.Request, _ int) (int, http.Header, string) {
 		select {
@@ -111,7 +111,7 @@ func sorted(ids ...[]string) []string {
 
 func TestRunsSearchNarrows(t *testing.T) {
 	t.Parallel()
-	s := newSearchEnv(t)
+	s := newSearchEnv(t, Config{})
 	v := s.visitor(t)
 	v.login(tokenA)
 	for query, want := range map[string][]string{
@@ -175,7 +175,7 @@ func TestRunsSearchPages(t *testing.T) {
 // the form, and neither lists nor polls.
 func TestRunsSearchBadInput(t *testing.T) {
 	t.Parallel()
-	s := newSearchEnv(t)
+	s := newSearchEnv(t, Config{})
 	v := s.visitor(t)
 	v.login(tokenA)
 	apiMessage := func(rs native.RunSearch) string {
@@ -246,7 +246,7 @@ var countRE = regexp.MustCompile(`<strong id="bulk-count">(\d+)</strong>`)
 
 func TestBulkCancelAsksThenActs(t *testing.T) {
 	t.Parallel()
-	s := newSearchEnv(t)
+	s := newSearchEnv(t, Config{})
 	v := s.visitor(t)
 	v.login(tokenA)
 	_, _, page := v.get("/console/runs?q=" + url.QueryEscape(`event.data.accountId == "a1"`))
@@ -275,7 +275,7 @@ func TestBulkCancelAsksThenActs(t *testing.T) {
 // and the act step needs its "all".
 func TestBulkWithoutFilterIsEveryRun(t *testing.T) {
 	t.Parallel()
-	s := newSearchEnv(t)
+	s := newSearchEnv(t, Config{})
 	v := s.visitor(t)
 	v.login(tokenA)
 	token := v.csrf("/console/runs")
@@ -313,7 +313,7 @@ func TestBulkWithoutFilterIsEveryRun(t *testing.T) {
 
 func TestBulkReplayAsksThenActs(t *testing.T) {
 	t.Parallel()
-	s := newSearchEnv(t)
+	s := newSearchEnv(t, Config{})
 	v := s.visitor(t)
 	v.login(tokenA)
 	token := v.csrf("/console/runs")
@@ -335,7 +335,7 @@ func TestBulkReplayAsksThenActs(t *testing.T) {
 // console's own origin, as every console action.
 func TestBulkNeedsCSRF(t *testing.T) {
 	t.Parallel()
-	s := newSearchEnv(t)
+	s := newSearchEnv(t, Config{})
 	v := s.visitor(t)
 	v.login(tokenA)
 	form := url.Values{"op": {"cancel"}, "step": {bulkAct}, "workflow": {"sync.account"}}
@@ -353,5 +353,35 @@ func TestBulkNeedsCSRF(t *testing.T) {
 	require.Len(t, s.live(t), 5, "nothing cancelled")
 	status, _, _ = v.post("/console/runs/bulk", form)
 	require.Equal(t, http.StatusOK, status, "the same post with the token acts")
+	require.Empty(t, s.live(t))
+}
+
+// TestBulkPagesThroughLargeSets: one step handles at most BulkLimit runs; the result
+// offers the next ones, and going on covers every matching run exactly once.
+func TestBulkPagesThroughLargeSets(t *testing.T) {
+	t.Parallel()
+	s := newSearchEnv(t, Config{BulkLimit: 2})
+	v := s.visitor(t)
+	v.login(tokenA)
+	form := url.Values{"csrf": {v.csrf("/console/runs")}, "op": {"cancel"}, "step": {bulkCount}, "workflow": {"sync.account"}}
+	var counts []string
+	for range 10 {
+		status, _, body := v.post("/console/runs/bulk", form)
+		require.Equal(t, http.StatusOK, status, body)
+		counts = append(counts, countRE.FindStringSubmatch(body)[1])
+		more := strings.Contains(body, "the first <strong")
+		status, _, body = v.post("/console/runs/bulk", confirmForm(t, body))
+		require.Equal(t, http.StatusOK, status, body)
+		if !more {
+			require.NotContains(t, body, `id="bulk-next"`)
+			break
+		}
+		require.Contains(t, body, `id="bulk-next"`, "the result offers the next runs")
+		form = confirmForm(t, body)
+		require.Equal(t, bulkCount, form.Get("step"))
+		require.NotEmpty(t, form.Get("cursor"))
+	}
+	require.Equal(t, []string{"2", "2", "1"}, counts)
+	require.Equal(t, sorted(s.a1, s.a2), s.statuses(t, native.StatusCancelled))
 	require.Empty(t, s.live(t))
 }
