@@ -250,6 +250,7 @@ func TestBulkCancelAsksThenActs(t *testing.T) {
 	v := s.visitor(t)
 	v.login(tokenA)
 	_, _, page := v.get("/console/runs?q=" + url.QueryEscape(`event.data.accountId == "a1"`))
+	requireStrict(t, page)
 	count := confirmForm(t, page) // the runs page's bulk form carries the search
 	require.Equal(t, `event.data.accountId == "a1"`, count.Get("q"))
 	count.Set("op", "cancel")
@@ -259,6 +260,7 @@ func TestBulkCancelAsksThenActs(t *testing.T) {
 	require.Equal(t, "3", countRE.FindStringSubmatch(body)[1])
 	require.Contains(t, html.UnescapeString(body), `Cancel <strong id="bulk-count">3</strong> runs matching q = event.data.accountId == "a1"?`)
 	require.Equal(t, sorted(s.a1, s.a2), s.live(t), "the count cancels nothing")
+	requireStrict(t, body)
 
 	confirm := confirmForm(t, body)
 	require.Equal(t, bulkAct, confirm.Get("step"))
@@ -384,4 +386,15 @@ func TestBulkPagesThroughLargeSets(t *testing.T) {
 	require.Equal(t, []string{"2", "2", "1"}, counts)
 	require.Equal(t, sorted(s.a1, s.a2), s.statuses(t, native.StatusCancelled))
 	require.Empty(t, s.live(t))
+}
+
+// requireStrict fails on a page with what the console's CSP would block: inline script,
+// inline style, event-handler attributes.
+func requireStrict(t *testing.T, body string) {
+	t.Helper()
+	for _, tag := range regexp.MustCompile(`(?i)<script[^>]*>`).FindAllString(body, -1) {
+		require.Contains(t, tag, ` src="/console/static/`, "inline or foreign script %s", tag)
+	}
+	blocked := regexp.MustCompile(`(?i)<style|\sstyle=|\son[a-z]+=|javascript:`)
+	require.False(t, blocked.MatchString(body), "inline style or handler: %s", blocked.FindString(body))
 }
