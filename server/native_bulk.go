@@ -14,7 +14,7 @@ import (
 // bulkBody is the body of POST /runs/cancel and POST /runs/replay: the filters of GET
 // /runs, and what to do.
 type bulkBody struct {
-	runSearch
+	native.RunSearch
 	DryRun bool            `json:"dryRun"`
 	All    bool            `json:"all"`
 	Cursor string          `json:"cursor"`
@@ -50,8 +50,8 @@ func (h *nativeHandlers) bulk(c echo.Context, replay bool) error {
 			map[bool]string{true: ", cap", false: ""}[replay], err.Error())
 	}
 	req := native.BulkRequest{DryRun: b.DryRun, Limit: b.Limit}
-	if req.Filter, err = b.filter(); err != nil { // native_search.go
-		return err
+	if req.Filter, err = b.Filter(); err != nil {
+		return nativeError(err)
 	}
 	if req.Filter.Empty() && !b.All {
 		return badRequest("all: a body without any filter acts on every run of the project: say \"all\": true")

@@ -62,9 +62,9 @@ func (h *nativeHandlers) listRuns(c echo.Context) error {
 		}
 		limit = n
 	}
-	f, err := searchOfQuery(q.Get).filter() // native_search.go
+	f, err := native.SearchOfQuery(q.Get).Filter()
 	if err != nil {
-		return err
+		return nativeError(err)
 	}
 	after, err := parseRunCursor(q.Get("cursor"))
 	if err != nil {

@@ -2,16 +2,15 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/sdk/wire"
 )
 
@@ -155,24 +154,14 @@ func runHasMessage(r *delivery.RunWithHistory, id string) bool {
 }
 
 func parseRunCursor(s string) (*delivery.RunCursor, error) {
-	if s == "" {
-		return nil, nil
+	c, err := native.ParseCursor(s)
+	if err != nil {
+		return nil, nativeError(err)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	ms, id, ok := strings.Cut(string(raw), ".")
-	n, nerr := strconv.ParseInt(ms, 10, 64)
-	if err != nil || !ok || nerr != nil || id == "" {
-		return nil, badRequest("cursor: %q is not a cursor returned by this API", s)
-	}
-	return &delivery.RunCursor{CreatedAt: n, RunID: id}, nil
+	return c, nil
 }
 
-func formatRunCursor(c *delivery.RunCursor) string {
-	if c == nil {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt, 10) + "." + c.RunID))
-}
+func formatRunCursor(c *delivery.RunCursor) string { return native.FormatCursor(c) }
 
 // toRunLogView is a WorkflowRunLog of the workflow SDK.
 func toRunLogView(r *delivery.RunWithHistory) wire.RunLog {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/delivery"
+	"github.com/duraton/duraton/delivery/native"
 	"github.com/duraton/duraton/server/internal/authlimit"
 	"github.com/duraton/duraton/server/live"
 )
@@ -61,6 +62,10 @@ type Config struct {
 	LoginFailures int
 	// Refresh is how often live parts of a page poll. Default 3s.
 	Refresh time.Duration
+	// BulkLimit bounds the matching runs one step of a bulk cancel or replay (its count,
+	// its confirm) handles; the result offers to go on with the next ones. Default
+	// native.DefaultBulkLimit (1,000), at most native.MaxBulkLimit.
+	BulkLimit int
 	// Native feeds the Workflows and Events pages (nil: they say native workflows are
 	// not enabled).
 	Native NativeReads
@@ -89,6 +94,9 @@ func (c Config) withDefaults() Config {
 	if c.Refresh == 0 {
 		c.Refresh = 3 * time.Second
 	}
+	if c.BulkLimit == 0 {
+		c.BulkLimit = native.DefaultBulkLimit
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -108,6 +116,9 @@ func (c Config) validate() error {
 	}
 	if c.SessionTTL < 0 || c.MaxSessions < 0 || c.MaxSessionsPerProject < 0 || c.LoginFailures < 0 || c.Refresh < 0 {
 		errs = append(errs, fmt.Errorf("console: Config.SessionTTL, MaxSessions, MaxSessionsPerProject, LoginFailures and Refresh must not be negative"))
+	}
+	if c.BulkLimit < 0 || c.BulkLimit > native.MaxBulkLimit {
+		errs = append(errs, fmt.Errorf("console: Config.BulkLimit must be 1 to %d, got %d", native.MaxBulkLimit, c.BulkLimit))
 	}
 	return errors.Join(errs...)
 }
@@ -156,6 +167,7 @@ func New(cfg Config, engine *delivery.Engine) (*Console, error) {
 	mux.HandleFunc("POST /console/events", c.withSession(c.sendEvent))
 	mux.HandleFunc("GET /console/events", c.withSession(c.events))
 	mux.HandleFunc("GET /console/runs", c.withSession(c.runs))
+	mux.HandleFunc("POST /console/runs/bulk", c.withSession(c.bulkRuns))
 	mux.HandleFunc("GET /console/runs/{id}", c.withSession(c.run))
 	mux.HandleFunc("GET /console/runs/{id}/events", c.withSession(c.runEvents))
 	mux.HandleFunc("POST /console/runs/{id}/cancel", c.withSession(c.cancelRun))

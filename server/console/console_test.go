@@ -459,6 +459,8 @@ func TestConfigValidated(t *testing.T) {
 	require.ErrorContains(t, err, "DevProject is required")
 	_, err = New(Config{Dev: true, DevProject: "p", SessionTTL: -1}, nil)
 	require.ErrorContains(t, err, "must not be negative")
+	_, err = New(Config{Dev: true, DevProject: "p", BulkLimit: native.MaxBulkLimit + 1}, nil)
+	require.ErrorContains(t, err, "BulkLimit must be 1 to 10000")
 }
 
 // The Workflows page says each workflow's controls in words; the Events page says what

@@ -13,8 +13,8 @@ import (
 	"github.com/duraton/duraton/flowctl"
 )
 
-// NativeReads is what the Workflows and Events pages read of native workflows, and the
-// send-event form sends
+// NativeReads is what the console reads of native workflows and does to them: the
+// Workflows, Events and Runs pages, the send-event form and the bulk run actions
 // (delivery/native.Service implements it).
 type NativeReads interface {
 	Workflows(ctx context.Context, project, app string) ([]native.Workflow, error)
@@ -25,6 +25,9 @@ type NativeReads interface {
 	Workflow(ctx context.Context, project, name string) (*native.Workflow, error)
 	ParseEvents(body []byte) ([]native.EventIn, error)
 	SendEvents(ctx context.Context, project string, events []native.EventIn) ([]native.EventResult, error)
+	Runs(ctx context.Context, project string, f native.RunFilter, after *delivery.RunCursor, limit int) ([]native.RunView, *delivery.RunCursor, error)
+	CancelRuns(ctx context.Context, project string, req native.BulkRequest) (*native.BulkResult, error)
+	ReplayRuns(ctx context.Context, project string, req native.BulkRequest) (*native.BulkResult, error)
 }
 
 var _ NativeReads = (*native.Service)(nil)

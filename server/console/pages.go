@@ -34,6 +34,8 @@ func classify(err error) (int, string) {
 		return http.StatusPreconditionFailed, err.Error()
 	case errors.Is(err, flowctl.ErrInvalid):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, native.ErrInvalid):
+		return http.StatusBadRequest, strings.TrimPrefix(err.Error(), native.ErrInvalid.Error()+": ")
 	case errors.Is(err, delivery.ErrStoreUnavailable):
 		return http.StatusServiceUnavailable, "the store is unavailable; try again"
 	}
@@ -115,52 +117,6 @@ type runRow struct {
 	delivery.RunWithHistory
 	Wait      string
 	WaitSince time.Time
-}
-
-type runsData struct {
-	Status, Label string
-	Workflow      string // a native workflow's name ("" any)
-	States        []string
-	Runs          []runRow
-}
-
-func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
-	project := sessionOf(r).project
-	status, err := query(r, "status")
-	if err == nil && status != "" && !slices.Contains(runStates, status) {
-		err = errors.New("status: want one of " + strings.Join(runStates, ", "))
-	}
-	label, lerr := query(r, "label")
-	workflow, werr := query(r, "workflow")
-	if err = errors.Join(err, lerr, werr); err != nil {
-		c.fail(w, r, http.StatusBadRequest, err.Error())
-		return
-	}
-	keep := func(run *delivery.Run) bool {
-		return (status == "" || run.State == status) && (label == "" || slices.Contains(run.Labels, label)) &&
-			(workflow == "" || workflowOf(run) == workflow)
-	}
-	runs, _, err := c.engine.Runs(r.Context(), project, nil, listRuns, keep)
-	if err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	d := runsData{Status: status, Label: label, Workflow: workflow, States: runStates}
-	for i := range runs {
-		row := runRow{RunWithHistory: runs[i]}
-		if runs[i].Live() {
-			reason, since, ok, err := c.engine.RunWaitReason(r.Context(), project, runs[i].ID)
-			if err != nil {
-				c.failErr(w, r, err)
-				return
-			}
-			if ok {
-				row.Wait, row.WaitSince = reason, since
-			}
-		}
-		d.Runs = append(d.Runs, row)
-	}
-	c.render(w, r, http.StatusOK, "runs", pageData{Title: "Runs", Nav: "runs", Data: d})
 }
 
 func (c *Console) run(w http.ResponseWriter, r *http.Request) {

@@ -25,7 +25,7 @@ type pageData struct {
 	Data    any
 }
 
-var pageNames = []string{"login", "error", "overview", "workflows", "workflow", "runs", "run", "keys", "messages", "dlq", "dlqentry", "events"}
+var pageNames = []string{"login", "error", "overview", "workflows", "workflow", "runs", "runsbulk", "run", "keys", "messages", "dlq", "dlqentry", "events"}
 
 func parsePages() (map[string]*template.Template, error) {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
@@ -94,6 +94,9 @@ var funcs = template.FuncMap{
 	"join":    strings.Join,
 	"msgbody": msgBody,
 	"dict":    func(csrf, id string) map[string]string { return map[string]string{"CSRF": csrf, "ID": id} },
+	"bulkForm": func(csrf string, d bulkData, step, cursor string) bulkForm {
+		return bulkForm{CSRF: csrf, D: d, Step: step, Cursor: cursor}
+	},
 	"pct": func(n, max int) int {
 		if max <= 0 {
 			return 0

@@ -1,19 +1,21 @@
-package server
+package native
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/duraton/duraton/delivery/native"
+	"github.com/duraton/duraton/delivery"
 	"github.com/duraton/duraton/flowctl/expr"
 )
 
-// runSearch is the run filters of GET /runs (query parameters) and of the bulk run
-// operations (a JSON body), as written.
-type runSearch struct {
+// RunSearch is the run filters as written: the query parameters of GET /runs, the JSON
+// body of the bulk run operations, and the console's search form. Filter validates it,
+// so every one of them refuses the same bad filter with the same message.
+type RunSearch struct {
 	Workflow  string          `json:"workflow"`
 	App       string          `json:"app"`
 	Status    string          `json:"status"`
@@ -28,9 +30,9 @@ type runSearch struct {
 // names and labels at most 256).
 const maxFilterValue = 256
 
-// searchOfQuery reads the filters of a GET /runs query.
-func searchOfQuery(get func(string) string) runSearch {
-	s := runSearch{Workflow: get("workflow"), App: get("app"), Status: get("status"), Label: get("label"),
+// SearchOfQuery reads the filters of a query string (GET /runs, the console's form).
+func SearchOfQuery(get func(string) string) RunSearch {
+	s := RunSearch{Workflow: get("workflow"), App: get("app"), Status: get("status"), Label: get("label"),
 		EventName: get("eventName"), Q: get("q")}
 	if v := get("from"); v != "" {
 		s.From = json.RawMessage(strconv.Quote(v))
@@ -41,16 +43,16 @@ func searchOfQuery(get func(string) string) runSearch {
 	return s
 }
 
-// filter validates the filters into a native.RunFilter; a bad one is a 400 naming it.
-func (s runSearch) filter() (native.RunFilter, error) {
-	f := native.RunFilter{Workflow: s.Workflow, App: s.App, Status: s.Status, Label: s.Label, EventName: s.EventName}
+// Filter validates the filters into a RunFilter; a bad one is an ErrInvalid naming it.
+func (s RunSearch) Filter() (RunFilter, error) {
+	f := RunFilter{Workflow: s.Workflow, App: s.App, Status: s.Status, Label: s.Label, EventName: s.EventName}
 	for _, p := range []struct{ name, v string }{{"workflow", s.Workflow}, {"app", s.App}, {"label", s.Label}, {"eventName", s.EventName}} {
 		if len(p.v) > maxFilterValue {
-			return f, badRequest("%s: at most %d bytes, got %d", p.name, maxFilterValue, len(p.v))
+			return f, invalid("%s: at most %d bytes, got %d", p.name, maxFilterValue, len(p.v))
 		}
 	}
-	if f.Status != "" && !native.IsStatus(f.Status) {
-		return f, badRequest("status: %q is not a run status (queued, running, sleeping, waiting, succeeded, failed, cancelled)", f.Status)
+	if f.Status != "" && !IsStatus(f.Status) {
+		return f, invalid("status: %q is not a run status (queued, running, sleeping, waiting, succeeded, failed, cancelled)", f.Status)
 	}
 	var err error
 	if f.From, err = parseRunTime("from", s.From); err != nil {
@@ -60,7 +62,7 @@ func (s runSearch) filter() (native.RunFilter, error) {
 		return f, err
 	}
 	if f.From > 0 && f.To > 0 && f.From > f.To {
-		return f, badRequest("from: %d is after to (%d)", f.From, f.To)
+		return f, invalid("from: %d is after to (%d)", f.From, f.To)
 	}
 	if s.Q != "" {
 		prg, err := expr.Compile(s.Q, "event")
@@ -68,7 +70,7 @@ func (s runSearch) filter() (native.RunFilter, error) {
 			err = prg.CheckBool()
 		}
 		if err != nil {
-			return f, badRequest("q: %s", err.Error())
+			return f, invalid("q: %s", err.Error())
 		}
 		f.Event = eventCondition(prg)
 	}
@@ -102,13 +104,13 @@ func parseRunTime(name string, raw json.RawMessage) (int64, error) {
 	text = strings.TrimSpace(text)
 	if ms, err := strconv.ParseInt(text, 10, 64); err == nil {
 		if ms < 0 {
-			return 0, badRequest("%s: want a time at or after 1970, got %d", name, ms)
+			return 0, invalid("%s: want a time at or after 1970, got %d", name, ms)
 		}
 		return ms, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, text)
 	if err != nil || t.Before(time.Unix(0, 0)) {
-		return 0, badRequest("%s: want an RFC 3339 time or unix milliseconds, got %s", name, quoteShort(text))
+		return 0, invalid("%s: want an RFC 3339 time or unix milliseconds, got %s", name, quoteShort(text))
 	}
 	return t.UnixMilli(), nil
 }
@@ -118,4 +120,26 @@ func quoteShort(s string) string {
 		s = s[:64] + "…"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// FormatCursor writes a run listing position as the opaque cursor the API returns.
+func FormatCursor(c *delivery.RunCursor) string {
+	if c == nil {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt, 10) + "." + c.RunID))
+}
+
+// ParseCursor reads a cursor FormatCursor wrote ("" is nil: from the newest).
+func ParseCursor(s string) (*delivery.RunCursor, error) {
+	if s == "" {
+		return nil, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	ms, id, ok := strings.Cut(string(raw), ".")
+	n, nerr := strconv.ParseInt(ms, 10, 64)
+	if err != nil || !ok || nerr != nil || id == "" {
+		return nil, invalid("cursor: %q is not a cursor returned by this API", s)
+	}
+	return &delivery.RunCursor{CreatedAt: n, RunID: id}, nil
 }
