@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duraton/duraton/server"
+	"github.com/duraton/duraton/server/console"
 	"github.com/duraton/duraton/server/replica"
 	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/pg"
@@ -28,8 +29,10 @@ import (
 // token, with its failed-login limit).
 //
 // The console has no token after its login: the login form's token routes the login,
-// and a cookie (consoleProjectCookie, a hint only: the console's session cookie is what
-// authenticates) routes the pages after it.
+// and a cookie the console sets then (console.ProjectCookie, a hint only: the session
+// cookie is what authenticates) routes the pages after it. A console session lives in
+// the memory of the replica that leads its project's shard: when the shard moves, the
+// visitor logs in again.
 type router struct {
 	eng *pg.Engine
 	log *slog.Logger
@@ -49,8 +52,6 @@ const (
 	routeKnownTTL   = time.Minute
 	routeUnknownTTL = 5 * time.Second
 	routeCacheMax   = 10_000
-	// consoleProjectCookie names the project a console session belongs to.
-	consoleProjectCookie = "duraton_project"
 )
 
 func newRouter(eng *pg.Engine, log *slog.Logger) *router {
@@ -85,7 +86,7 @@ func (rt *router) shard(r *http.Request, body []byte) (int, error) {
 		return pg.ShardOf(project, n), nil
 	}
 	if strings.HasPrefix(r.URL.Path, "/console") {
-		if c, err := r.Cookie(consoleProjectCookie); err == nil && c.Value != "" {
+		if c, err := r.Cookie(console.ProjectCookie); err == nil && c.Value != "" {
 			return pg.ShardOf(c.Value, n), nil
 		}
 	}

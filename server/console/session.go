@@ -20,6 +20,11 @@ import (
 
 const cookieName = "duraton_console"
 
+// ProjectCookie names the project of the visitor's session. It authenticates nothing
+// (the session cookie does): replicas on a sharded database route the console's
+// requests by it to the replica that leads the project's shard, where the session is.
+const ProjectCookie = "duraton_project"
+
 // session is one logged-in browser: its project and its CSRF token.
 type session struct {
 	project string
@@ -271,6 +276,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.setCookie(w, r, id, int(c.cfg.SessionTTL.Seconds()))
+	http.SetCookie(w, &http.Cookie{
+		Name: ProjectCookie, Value: project, Path: "/console", MaxAge: int(c.cfg.SessionTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.cfg.SecureCookie || r.TLS != nil,
+	})
 	http.Redirect(w, r, "/console/", http.StatusSeeOther)
 }
 
