@@ -64,7 +64,12 @@ func openTestStore(t *testing.T, dataFile string, ownFile bool, opts storage.Opt
 		require.NoError(t, err)
 		return store
 	}
-	eng, err := pg.Open(t.Context(), pg.Config{URL: pgtest.Shared(t).NewDatabase(t)})
+	// A shard of a sharded database, as replicas run each (shard 3 of 4: its buckets
+	// live under the shard's own, not at the database's root).
+	base, err := pg.Open(t.Context(), pg.Config{URL: pgtest.Shared(t).NewDatabase(t), Shards: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { base.Close() })
+	eng, err := base.Shard(3)
 	require.NoError(t, err)
 	epoch, err := eng.TryLead(t.Context(), "test", "http://127.0.0.1", time.Hour, 0)
 	require.NoError(t, err)

@@ -16,7 +16,8 @@ import (
 
 // The storage behaviour suite on PostgreSQL (storage/suite_test.go runs it on bbolt),
 // each subtest on a fresh database: once on a plain engine and once on a leader's
-// (fenced, so every write checks the lease and reads go through the value cache).
+// (fenced, so every write checks the lease and reads go through the value cache), and
+// once on a leader's shard of a database of four.
 func TestSuite(t *testing.T) {
 	for name, open := range engines {
 		t.Run(name, func(t *testing.T) {
@@ -50,6 +51,17 @@ var engines = map[string]func(*testing.T) *pg.Engine{
 		epoch, err := e.TryLead(context.Background(), "suite", "http://suite", time.Hour, 0)
 		require.NoError(t, err)
 		require.Positive(t, epoch)
+		e.Fence("suite", epoch)
+		return e
+	},
+	// A leader's shard other than 0 of a sharded database: its root buckets live under
+	// the shard's bucket, not at the database's root.
+	"shard": func(t *testing.T) *pg.Engine {
+		base := openShards(t, pgtest.Shared(t).NewDatabase(t), 4)
+		e, err := base.Shard(3)
+		require.NoError(t, err)
+		epoch, err := e.TryLead(context.Background(), "suite", "http://suite", time.Hour, 0)
+		require.NoError(t, err)
 		e.Fence("suite", epoch)
 		return e
 	},
