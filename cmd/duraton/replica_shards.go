@@ -189,7 +189,8 @@ func (s *shardSet) take(ctx, runCtx context.Context, shard int) bool {
 }
 
 // run leads one shard until it is handed over (its release is closed) or its lease is
-// lost.
+// lost. The lease is renewed from the take on: also while the shard's engine starts,
+// which on a large shard may take longer than the lease.
 func (s *shardSet) run(ctx context.Context, r *shardRun) {
 	log := s.log.With("shard", r.shard, "epoch", r.epoch)
 	defer func() {
@@ -206,38 +207,51 @@ func (s *shardSet) run(ctx context.Context, r *shardRun) {
 		}
 	}
 	r.eng.Fence(s.self, r.epoch)
-	n, store, err := s.lead(ctx, r)
-	if err != nil {
-		log.Error("start a shard's engine; giving the shard up", "err", err)
-		resign()
-		return
+	type started struct {
+		n     *node
+		store *storage.Store
+		err   error
 	}
-	h := n.srv.Handler()
-	r.handler.Store(&h)
-	fmt.Fprintf(s.stdout, "leading shard %d (epoch %d)\n", r.shard, r.epoch)
-	log.Info("leading a shard")
+	starting := make(chan started, 1)
+	go func() {
+		n, store, err := s.lead(ctx, r)
+		starting <- started{n, store, err}
+	}()
 
 	renewEvery := s.f.LeaseTTL / 5
 	tick := time.NewTicker(renewEvery)
 	defer tick.Stop()
 	leaseFrom := r.takenAt
+	var n *node
+	var store *storage.Store
 	var stopped chan struct{} // closed once a hand-over's node has stopped
 	release := r.release
 	for {
 		select {
+		case st := <-starting:
+			starting = nil
+			if st.err != nil {
+				log.Error("start a shard's engine; giving the shard up", "err", st.err)
+				resign()
+				return
+			}
+			n, store = st.n, st.store
+			if release == nil { // handed over while it started
+				stopped = s.stopShard(n, store, log)
+				continue
+			}
+			h := n.srv.Handler()
+			r.handler.Store(&h)
+			fmt.Fprintf(s.stdout, "leading shard %d (epoch %d)\n", r.shard, r.epoch)
+			log.Info("leading a shard")
 		case <-release:
 			// No new request is served here: they wait for the next leader (the
 			// forwarder) while in-flight deliveries drain; the lease is renewed meanwhile.
 			release = nil
 			r.handler.Store(nil)
-			stopped = make(chan struct{})
-			go func() {
-				defer close(stopped)
-				n.stop()
-				if err := store.Close(); err != nil { // waits for queued writes
-					log.Warn("close a shard's store", "err", err)
-				}
-			}()
+			if n != nil {
+				stopped = s.stopShard(n, store, log)
+			}
 		case <-stopped:
 			resign()
 			fmt.Fprintf(s.stdout, "handed shard %d over\n", r.shard)
@@ -263,6 +277,20 @@ func (s *shardSet) run(ctx context.Context, r *shardRun) {
 			}
 		}
 	}
+}
+
+// stopShard stops a shard's node (draining its in-flight deliveries) and closes its
+// store, in the background; the channel is closed when both are done.
+func (s *shardSet) stopShard(n *node, store *storage.Store, log *slog.Logger) chan struct{} {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		n.stop()
+		if err := store.Close(); err != nil { // waits for queued writes
+			log.Warn("close a shard's store", "err", err)
+		}
+	}()
+	return stopped
 }
 
 // lead builds and starts the shard's node, on the database's clock.
