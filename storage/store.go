@@ -64,7 +64,8 @@ type Store struct {
 	db     *bolt.DB // the bbolt file, nil on other engines (Backup, Path)
 	opts   Options
 
-	stats commitStats
+	stats       commitStats
+	viewsClosed atomic.Bool // Close was called (View)
 
 	// The group commit's queue (commit.go).
 	qmu     sync.Mutex
@@ -145,6 +146,9 @@ func (s *Store) Close() error {
 	if !s.stopCommitter() {
 		return nil
 	}
+	// Views fail from here on, also on an engine that Close leaves open (a shard of a
+	// PostgreSQL database: its pool serves the other shards).
+	s.viewsClosed.Store(true)
 	return s.engine.Close()
 }
 
@@ -159,6 +163,9 @@ func (s *Store) Path() string {
 // View runs fn in a read-only transaction. Bytes read must be copied (the decoders here
 // do) before fn returns.
 func (s *Store) View(fn func(*Tx) error) error {
+	if s.viewsClosed.Load() {
+		return ErrClosed
+	}
 	return s.engine.View(func(ktx kv.Tx) error { return fn(&Tx{tx: ktx}) })
 }
 
