@@ -67,9 +67,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	st := buildClusterStatus(eng.ShardCount(), leases, members)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return json.NewEncoder(stdout).Encode(st) // one line
 	}
 	return st.writeText(stdout)
 }
