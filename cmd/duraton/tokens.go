@@ -25,9 +25,9 @@ const tokensUsage = `usage: duraton tokens list   [--data DIR | --store postgres
        duraton tokens revoke --token TOKEN [--data DIR | --store postgres://...]`
 
 // runTokens is `duraton tokens`: list, create and revoke API tokens, in the data
-// directory of a stopped server or, with --store, in the PostgreSQL database replicas
-// share (while they run: a running replica stops accepting a revoked token within
-// server.Config.TokenCacheTTL). Only a token's SHA-256 is stored, so a lost token cannot
+// directory of a stopped server or, with --store, in every shard of the PostgreSQL
+// database replicas share (while they run: a running replica stops accepting a revoked
+// token within server.Config.TokenCacheTTL). Only a token's SHA-256 is stored, so a lost token cannot
 // be shown again: revoke it and create a new one.
 func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "create" && args[0] != "revoke") {

@@ -70,10 +70,7 @@ func withShardStore(t *testing.T, url string, i int, fn func(tx *storage.Tx) err
 	require.NoError(t, s.Update(fn))
 }
 
-var (
-	tokenLine   = regexp.MustCompile(`(?m)^token: (\S+)$`)
-	tokenIDLine = regexp.MustCompile(`(?m)^token id: ([0-9a-f]+)$`)
-)
+var tokenLine = regexp.MustCompile(`(?m)^token: (\S+)$`)
 
 // TestProjectAndTokensAcrossShards: on a database of 4 shards, `project create --store`
 // writes each project and its first token into the project's shard and refuses an
