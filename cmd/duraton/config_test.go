@@ -27,7 +27,7 @@ func TestParseServerFlagsDefaults(t *testing.T) {
 		DefaultTimeout: 30 * time.Second, DrainTimeout: 10 * time.Second, HookRate: 20, LogLevel: "info", LogFormat: "text", MaxFlowKeys: 100_000,
 		MaxRunsPerRequest: 1000, EventRunsInFlight: 2000,
 		Retention: retention{Logs: 7 * 24 * time.Hour, Runs: 7 * 24 * time.Hour, DLQ: 14 * 24 * time.Hour, Dedup: 10 * time.Minute, SweepInterval: time.Minute},
-		LeaseTTL:  10 * time.Second, LeaseGrace: 2 * time.Second, PGMaxConns: 16, FollowerBufferBytes: 128 << 20,
+		LeaseTTL:  10 * time.Second, LeaseGrace: 2 * time.Second, PGMaxConns: 16, Shards: 16, FollowerBufferBytes: 128 << 20,
 	}, f)
 }
 
@@ -48,6 +48,7 @@ func TestReplicaFlags(t *testing.T) {
 	}{
 		{[]string{"--store", "mysql://db"}, "--store (DURATON_STORE) must be a postgres:// URL"},
 		{[]string{"--store", "postgres://db/x", "--lease-ttl", "100ms"}, "--lease-ttl (DURATON_LEASE_TTL) must be between 1s and 5m"},
+		{[]string{"--store", "postgres://db/x", "--shards", "0"}, "--shards (DURATON_SHARDS) must be between 1 and 1024"},
 		{[]string{"--store", "postgres://db/x", "--lease-grace", "20s"}, "--lease-grace (DURATON_LEASE_GRACE) must be between 0 and --lease-ttl"},
 		{[]string{"--store", "postgres://db/x", "--pg-max-conns", "1"}, "--pg-max-conns (DURATON_PG_MAX_CONNS) must be between 2 and 1000"},
 		{[]string{"--store", "postgres://db/x", "--advertise", "10.0.0.5:8080"}, "--advertise (DURATON_ADVERTISE) must be an http(s) base URL"},

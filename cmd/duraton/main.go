@@ -27,11 +27,12 @@ const usage = `duraton — a self-hosted QStash-compatible workflow delivery ser
 Usage:
   duraton dev     [flags]            run locally: ./.duraton data, fixed dev credentials, loopback allowed
   duraton serve   [flags]            run in production (flags and DURATON_* variables: docs/operations.md)
-  duraton project create NAME        create a project and print its API token
+  duraton project create NAME        create a project and print its API token (--store postgres://... for replicas)
   duraton project list               list projects
   duraton keys show   --project ID   print a project's signing keys
   duraton keys rotate --project ID   make the next signing key current and generate a new next key
   duraton tokens list|create|revoke  list, create (--project ID) and revoke (TOKEN-ID) API tokens (--store postgres://... for replicas)
+  duraton cluster status             replicas on PostgreSQL: the shards each leads, their epochs (--store URL, --json)
   duraton events send NAME [DATA]    send an event (DATA is JSON) to DURATON_URL; shows what each workflow did
   duraton workflows list [--app A]   list the registered native workflows and their controls
   duraton runs list|get RUN-ID       list native runs (--workflow, --status, ...) or show one with its steps
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = runKeys(ctx, args[1:], stdout, stderr, getenv)
 	case "tokens":
 		err = runTokens(ctx, args[1:], stdout, stderr, getenv)
+	case "cluster":
+		err = runCluster(ctx, args[1:], stdout, stderr, getenv)
 	case "events":
 		err = runEvents(ctx, args[1:], stdout, stderr, getenv)
 	case "workflows":

@@ -26,19 +26,27 @@ func openForAdmin(dir string) (*storage.Store, error) {
 	return s, err
 }
 
+const projectUsage = `usage: duraton project create NAME [--data DIR | --store postgres://...]
+       duraton project list [--data DIR | --store postgres://...]`
+
+// runProject is `duraton project`: create a project (fresh signing keys and a first API
+// token, printed once) or list them, in the data directory of a stopped server or, with
+// --store, in the PostgreSQL database replicas share, while they run: a project lives in
+// its shard, whose leader serves it at once.
 func runProject(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list") {
-		fmt.Fprintln(stderr, "usage: duraton project create NAME [--data DIR] | duraton project list [--data DIR]")
+		fmt.Fprintln(stderr, projectUsage)
 		return errUsage
 	}
 	fs := flag.NewFlagSet("project "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("data", env(getenv).str("DURATON_DATA", "duraton-data"), "data directory (DURATON_DATA)")
+	storeURL := fs.String("store", env(getenv).str("DURATON_STORE", ""), "postgres://... of the database replicas share; empty = bbolt in --data (DURATON_STORE)")
 	rest := args[1:]
 	var name string
 	if args[0] == "create" {
 		if len(rest) == 0 || rest[0] == "" || rest[0][0] == '-' {
-			fmt.Fprintln(stderr, "usage: duraton project create NAME [--data DIR]")
+			fmt.Fprintln(stderr, projectUsage)
 			return errUsage
 		}
 		name, rest = rest[0], rest[1:]
@@ -46,25 +54,23 @@ func runProject(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 			return fmt.Errorf("project name %q must match %s", name, projectIDPattern)
 		}
 	}
-	if err := fs.Parse(rest); err != nil {
+	if err := fs.Parse(rest); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, projectUsage)
 		return errUsage
 	}
-	store, err := openForAdmin(*dir)
+	stores, err := openAdminStores(ctx, *dir, *storeURL)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	if args[0] == "list" {
-		projects, err := delivery.ListProjects(ctx, store)
-		if err != nil {
-			return err
-		}
-		for _, p := range projects {
-			fmt.Fprintf(stdout, "%s\tcreated %s\n", p.ID, time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339))
-		}
-		return nil
+	defer stores.Close()
+	switch {
+	case args[0] == "list":
+		return listProjects(ctx, stores, stdout)
+	case stores.sharded():
+		return createProjectInShard(ctx, stores, name, stdout)
 	}
-	if _, err := delivery.ListProjects(ctx, store); err != nil {
+	store, err := stores.shard(0)
+	if err != nil {
 		return err
 	}
 	token := newToken(name)
@@ -76,8 +82,12 @@ func runProject(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if stored.CurrentSigningKey != p.CurrentSigningKey {
 		fmt.Fprintf(stderr, "project %q already existed; a new token was added to it\n", name)
 	}
-	fmt.Fprintf(stdout, "project: %s\ntoken: %s\ncurrent signing key: %s\nnext signing key: %s\n", name, token, stored.CurrentSigningKey, stored.NextSigningKey)
+	printProject(stdout, name, token, stored)
 	return nil
+}
+
+func printProject(stdout io.Writer, name, token string, p *delivery.Project) {
+	fmt.Fprintf(stdout, "project: %s\ntoken: %s\ncurrent signing key: %s\nnext signing key: %s\n", name, token, p.CurrentSigningKey, p.NextSigningKey)
 }
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/duraton/duraton/server"
 	"github.com/duraton/duraton/storage"
-	"github.com/duraton/duraton/storage/pg"
 )
 
 // tokenIDLen is how much of a token's SHA-256 `tokens list` shows as its id.
@@ -24,9 +25,9 @@ const tokensUsage = `usage: duraton tokens list   [--data DIR | --store postgres
        duraton tokens revoke --token TOKEN [--data DIR | --store postgres://...]`
 
 // runTokens is `duraton tokens`: list, create and revoke API tokens, in the data
-// directory of a stopped server or, with --store, in the PostgreSQL database replicas
-// share (while they run: a running replica stops accepting a revoked token within
-// server.Config.TokenCacheTTL). Only a token's SHA-256 is stored, so a lost token cannot
+// directory of a stopped server or, with --store, in every shard of the PostgreSQL
+// database replicas share (while they run: a running replica stops accepting a revoked
+// token within server.Config.TokenCacheTTL). Only a token's SHA-256 is stored, so a lost token cannot
 // be shown again: revoke it and create a new one.
 func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "create" && args[0] != "revoke") {
@@ -60,52 +61,41 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			return err
 		}
 	}
-	store, err := openTokenStore(ctx, *dir, *storeURL)
+	stores, err := openAdminStores(ctx, *dir, *storeURL)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer stores.Close()
 	switch verb {
 	case "list":
-		return listTokens(store, stdout)
+		return listTokens(stores, stdout)
 	case "create":
-		return createToken(store, *project, *token, stdout)
+		return createToken(stores, *project, *token, stdout)
 	default:
 		if *token != "" {
 			id = server.TokenHash(*token)
 		}
-		return revokeToken(store, id, stdout, stderr)
+		return revokeToken(stores, id, stdout, stderr)
 	}
 }
 
-// openTokenStore opens the store the token commands work on: the PostgreSQL database at
-// storeURL, or else the data file in dir (whose server must be stopped). On PostgreSQL
-// the commands write beside a running leader: they touch only the token records, which
-// the leader reads afresh (its caches of them expire), never writes after start-up.
-func openTokenStore(ctx context.Context, dir, storeURL string) (*storage.Store, error) {
-	if storeURL == "" {
-		return openForAdmin(dir)
-	}
-	if err := checkStoreURL(storeURL); err != nil {
-		return nil, err
-	}
-	eng, err := pg.Open(ctx, pg.Config{URL: storeURL, MaxConns: 2})
-	if err != nil {
-		return nil, err
-	}
-	store, err := storage.OpenEngine(eng, storage.Options{})
-	if err != nil {
-		eng.Close()
-		return nil, err
-	}
-	return store, nil
-}
-
-func listTokens(store *storage.Store, stdout io.Writer) error {
+// listTokens lists the tokens of every shard, ordered by hash.
+func listTokens(stores *adminStores, stdout io.Writer) error {
 	var tokens []storage.TokenEntry
-	if err := store.View(func(tx *storage.Tx) (err error) { tokens, err = tx.Tokens(); return err }); err != nil {
-		return err
+	for i := range stores.count() {
+		store, err := stores.shard(i)
+		if err != nil {
+			return err
+		}
+		if err := store.View(func(tx *storage.Tx) error {
+			some, err := tx.Tokens()
+			tokens = append(tokens, some...)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
+	slices.SortFunc(tokens, func(a, b storage.TokenEntry) int { return strings.Compare(a.Hash, b.Hash) })
 	devHash := server.TokenHash(devToken)
 	fmt.Fprintf(stdout, "TOKEN-ID\tPROJECT\n")
 	for _, t := range tokens {
@@ -118,12 +108,36 @@ func listTokens(store *storage.Store, stdout io.Writer) error {
 	return nil
 }
 
-func createToken(store *storage.Store, project, token string, stdout io.Writer) error {
+// createToken stores a token for project in the project's shard. The token must be new
+// to every shard: the replicas' routing looks a token up in each.
+func createToken(stores *adminStores, project, token string, stdout io.Writer) error {
 	if token == "" {
 		token = newToken(project)
 	}
 	hash := server.TokenHash(token)
-	err := store.Update(func(tx *storage.Tx) error {
+	home := stores.shardOf(project)
+	for i := range stores.count() {
+		if i == home {
+			continue // checked in the write below
+		}
+		store, err := stores.shard(i)
+		if err != nil {
+			return err
+		}
+		var owner string
+		err = store.View(func(tx *storage.Tx) (err error) { owner, err = tx.TokenProject(hash); return err })
+		if err == nil {
+			return fmt.Errorf("this token already belongs to project %q", owner)
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	}
+	store, err := stores.shard(home)
+	if err != nil {
+		return err
+	}
+	err = store.Update(func(tx *storage.Tx) error {
 		if _, err := tx.Project(project); err != nil {
 			return err
 		}
@@ -142,17 +156,39 @@ func createToken(store *storage.Store, project, token string, stdout io.Writer) 
 	return nil
 }
 
-func revokeToken(store *storage.Store, id string, stdout, stderr io.Writer) error {
+// revokeToken deletes the one token whose hash starts with id, in whichever shard holds
+// it; a prefix that matches several tokens, in one shard or across shards, is refused.
+func revokeToken(stores *adminStores, id string, stdout, stderr io.Writer) error {
+	holder, found := -1, 0
+	for i := range stores.count() {
+		store, err := stores.shard(i)
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := store.View(func(tx *storage.Tx) error { n = len(tx.TokensWithPrefix(id)); return nil }); err != nil {
+			return err
+		}
+		if n > 0 {
+			holder, found = i, found+n
+		}
+	}
+	switch {
+	case found == 0:
+		return fmt.Errorf("no token with id %s (see `duraton tokens list`)", id)
+	case found > 1:
+		return fmt.Errorf("token id %s matches %d tokens; give more digits", id, found)
+	}
+	store, err := stores.shard(holder)
+	if err != nil {
+		return err
+	}
 	var revoked storage.TokenEntry
 	var left int
-	err := store.Update(func(tx *storage.Tx) error {
+	err = store.Update(func(tx *storage.Tx) error {
 		matches := tx.TokensWithPrefix(id)
-		switch len(matches) {
-		case 0:
-			return fmt.Errorf("no token with id %s (see `duraton tokens list`)", id)
-		case 1:
-		default:
-			return fmt.Errorf("token id %s matches %d tokens; give more digits", id, len(matches))
+		if len(matches) != 1 {
+			return fmt.Errorf("token id %s: the tokens changed while revoking (%d match now); run the command again", id, len(matches))
 		}
 		revoked = matches[0]
 		if err := tx.DeleteToken(revoked.Hash); err != nil {
