@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -246,6 +248,21 @@ func TestShardedReplicasKillAndJoin(t *testing.T) {
 	}
 	t.Logf("%d publishes, %d acknowledged, %d requests at the endpoint, %d messages sent twice (open at the kill)",
 		len(recs), len(acked), len(hits), dups)
+
+	// Each replica's /metrics: the shards it leads, and its delivery attempts by shard,
+	// only of shards it led.
+	final := waitShared(t, db, live, 10*time.Second)
+	total := 0
+	for _, r := range live {
+		status, body, _ := getVia(t, client, r, "/metrics")
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, body, fmt.Sprintf("duraton_replica_shards_led %d\n", len(final[r.ID])))
+		for _, m := range regexp.MustCompile(`(?m)^duraton_shard_delivery_attempts_total\{shard="(\d+)"\} (\d+)$`).FindAllStringSubmatch(body, -1) {
+			n, _ := strconv.Atoi(m[2])
+			total += n
+		}
+	}
+	require.Positive(t, total, "the live replicas count their attempts by shard")
 }
 
 // pgProxy forwards TCP connections to a PostgreSQL server until cut: then it closes the
