@@ -72,10 +72,17 @@ func (f *Forwarder) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 	release = func() { budget.give(taken) }
 	_ = http.NewResponseController(w).SetReadDeadline(f.cfg.Now().Add(f.cfg.BodyTimeout))
 	defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Time{}) }()
-	var buf []byte
 	if reserve > 0 {
-		buf = make([]byte, 0, reserve)
+		// The declared length, read straight into a buffer of that size (net/http's body
+		// reader stops at it): no chunk to copy through.
+		buf := make([]byte, reserve)
+		if _, rerr := io.ReadFull(r.Body, buf); rerr != nil {
+			release()
+			return nil, nil, readError(rerr, f.cfg.BodyTimeout)
+		}
+		return buf, release, nil
 	}
+	var buf []byte
 	chunk := make([]byte, 32<<10)
 	for {
 		n, rerr := r.Body.Read(chunk)
@@ -96,13 +103,19 @@ func (f *Forwarder) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 		}
 		if rerr != nil {
 			release()
-			var ne interface{ Timeout() bool }
-			if errors.As(rerr, &ne) && ne.Timeout() {
-				return nil, nil, &bodyError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", f.cfg.BodyTimeout)}
-			}
-			return nil, nil, &bodyError{http.StatusBadRequest, "read request body: " + rerr.Error()}
+			return nil, nil, readError(rerr, f.cfg.BodyTimeout)
 		}
 	}
+}
+
+// readError is the answer to a body that could not be read: 408 when it did not arrive
+// in time, 400 otherwise (a connection closed early, a malformed chunk).
+func readError(err error, timeout time.Duration) error {
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &bodyError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", timeout)}
+	}
+	return &bodyError{http.StatusBadRequest, "read request body: " + err.Error()}
 }
 
 func (f *Forwarder) budgetError(b *byteBudget) error {
