@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,8 +92,17 @@ func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 func (e *aiEndpoint) startsSince(t0 time.Time) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	starts := slices.Clone(e.starts)
+	// Runs that start at the same instant (another key's, say) may reach the endpoint in
+	// either order: by time, then by name.
+	slices.SortStableFunc(starts, func(a, b heldStart) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
 	var out []string
-	for _, s := range e.starts {
+	for _, s := range starts {
 		out = append(out, s.name+"@"+s.at.Sub(t0).String())
 	}
 	return out
