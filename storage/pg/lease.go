@@ -20,7 +20,7 @@ import (
 // Leader is the lease as stored.
 type Leader struct {
 	Holder string
-	Addr   string // the leader's base URL, where followers forward requests
+	Addr   string // the leader's base URL, where other replicas forward requests
 	Epoch  int64
 	// Live: the lease has not expired by the database's clock.
 	Live bool
@@ -61,7 +61,7 @@ func (e *Engine) TryLead(ctx context.Context, holder, addr string, ttl, grace ti
 }
 
 // ErrLeaseLost is returned by Renew when another replica took the lease over.
-var ErrLeaseLost = errors.New("pg: the leader lease was taken over by another replica")
+var ErrLeaseLost = errors.New("pg: the shard's lease was taken over by another replica")
 
 // Renew extends holder's lease by ttl from now (database time). It fails with
 // ErrLeaseLost once another replica took over.
