@@ -13,8 +13,9 @@ import (
 const leaseChannel = "duraton_lease"
 
 // WatchLease returns a channel that receives a value (coalesced: it never blocks the
-// watcher) soon after a shard's leader resigns or a replica joins or leaves. It is a wake-up hint only: a follower still
-// polls, and a notification lost while the watch reconnects costs at most one poll.
+// watcher) soon after a shard's leader resigns or a replica joins or leaves. It is a
+// wake-up hint only: replicas still poll, and a notification lost while the watch
+// reconnects costs at most one poll.
 // The watch holds its own connection, outside the pool, until ctx ends.
 func (e *Engine) WatchLease(ctx context.Context, log *slog.Logger) <-chan struct{} {
 	wake := make(chan struct{}, 1)
