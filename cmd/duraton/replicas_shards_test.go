@@ -70,7 +70,9 @@ func waitShared(t *testing.T, db string, reps []*replicaProc, timeout time.Durat
 	for {
 		per := map[string][]int{}
 		ok := true
-		for _, l := range shardLeases(t, db) {
+		leases := shardLeases(t, db)
+		shards := len(leases)
+		for _, l := range leases {
 			if !l.Live || l.Holder == "" {
 				ok = false
 				continue
@@ -78,7 +80,7 @@ func waitShared(t *testing.T, db string, reps []*replicaProc, timeout time.Durat
 			per[l.Holder] = append(per[l.Holder], l.Shard)
 		}
 		for _, r := range reps {
-			if n := len(per[r.ID]); n < testShards/len(reps) || n > (testShards+len(reps)-1)/len(reps) {
+			if n := len(per[r.ID]); n < shards/len(reps) || n > (shards+len(reps)-1)/len(reps) {
 				ok = false
 			}
 		}
