@@ -39,7 +39,11 @@ type TokenEntry struct {
 // Tokens lists every token, ordered by hash.
 func (t *Tx) Tokens() ([]TokenEntry, error) {
 	var out []TokenEntry
-	err := t.tx.Bucket([]byte(bucketTokens)).ForEach(func(k, v []byte) error {
+	b, err := t.root(bucketTokens)
+	if err != nil {
+		return nil, err
+	}
+	err = b.ForEach(func(k, v []byte) error {
 		out = append(out, TokenEntry{Hash: string(k), Project: string(v)})
 		return nil
 	})
@@ -49,7 +53,11 @@ func (t *Tx) Tokens() ([]TokenEntry, error) {
 // TokensWithPrefix lists the tokens whose hash starts with prefix.
 func (t *Tx) TokensWithPrefix(prefix string) []TokenEntry {
 	var out []TokenEntry
-	c := t.tx.Bucket([]byte(bucketTokens)).Cursor()
+	b, err := t.root(bucketTokens)
+	if err != nil {
+		return nil // a failed read: the engine fails the transaction
+	}
+	c := b.Cursor()
 	for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
 		out = append(out, TokenEntry{Hash: string(k), Project: string(v)})
 	}
@@ -58,7 +66,10 @@ func (t *Tx) TokensWithPrefix(prefix string) []TokenEntry {
 
 // DeleteToken revokes a token by its hash. ErrNotFound if there is none.
 func (t *Tx) DeleteToken(hash string) error {
-	b := t.tx.Bucket([]byte(bucketTokens))
+	b, err := t.root(bucketTokens)
+	if err != nil {
+		return err
+	}
 	if b.Get([]byte(hash)) == nil {
 		return fmt.Errorf("token %s: %w", hash, ErrNotFound)
 	}

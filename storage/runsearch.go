@@ -346,7 +346,11 @@ func (s *Store) buildSearchIndex(p string) error {
 // projectIDs lists the ids of the store's projects.
 func (t *Tx) projectIDs() ([]string, error) {
 	var out []string
-	err := t.tx.Bucket([]byte(bucketProjects)).ForEachBucket(func(k []byte) error {
+	root, err := t.root(bucketProjects)
+	if err != nil {
+		return nil, err
+	}
+	err = root.ForEachBucket(func(k []byte) error {
 		out = append(out, string(k))
 		return nil
 	})

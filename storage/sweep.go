@@ -155,8 +155,15 @@ func migrateSweepIndexes(e kv.Engine) error {
 	var projects []string
 	err := e.View(func(ktx kv.Tx) error {
 		root := ktx.Bucket([]byte(bucketProjects))
+		if root == nil {
+			return nil // a read failed: the engine fails the View with it
+		}
 		return root.ForEachBucket(func(name []byte) error {
-			meta := root.Bucket(name).Bucket([]byte(bucketMeta))
+			project := root.Bucket(name)
+			if project == nil {
+				return nil // as above
+			}
+			meta := project.Bucket([]byte(bucketMeta))
 			if meta == nil || meta.Get([]byte(keySweepIndexes)) == nil {
 				projects = append(projects, string(name))
 			}

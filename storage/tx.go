@@ -193,10 +193,24 @@ func (t *Tx) Project(id string) (*Project, error) {
 	return &p, nil
 }
 
+// root returns one of the root buckets the store makes when it opens (OpenEngine). It
+// is missing only when the engine's read failed — the engine then fails the whole
+// transaction with that error — or the data is damaged; the error says which bucket.
+func (t *Tx) root(name string) (kv.Bucket, error) {
+	if b := t.tx.Bucket([]byte(name)); b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("storage: the %s bucket could not be read", name)
+}
+
 // Projects lists every project.
 func (t *Tx) Projects() ([]Project, error) {
 	var out []Project
-	err := t.tx.Bucket([]byte(bucketProjects)).ForEachBucket(func(k []byte) error {
+	root, err := t.root(bucketProjects)
+	if err != nil {
+		return nil, err
+	}
+	err = root.ForEachBucket(func(k []byte) error {
 		p, err := t.Project(string(k))
 		if err != nil {
 			return err
@@ -209,12 +223,20 @@ func (t *Tx) Projects() ([]Project, error) {
 
 // PutToken binds a token hash to a project.
 func (t *Tx) PutToken(tokenHash, project string) error {
-	return t.tx.Bucket([]byte(bucketTokens)).Put([]byte(tokenHash), []byte(project))
+	b, err := t.root(bucketTokens)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(tokenHash), []byte(project))
 }
 
 // TokenProject returns the project a token hash belongs to.
 func (t *Tx) TokenProject(tokenHash string) (string, error) {
-	v := t.tx.Bucket([]byte(bucketTokens)).Get([]byte(tokenHash))
+	b, err := t.root(bucketTokens)
+	if err != nil {
+		return "", err
+	}
+	v := b.Get([]byte(tokenHash))
 	if v == nil {
 		return "", ErrNotFound
 	}

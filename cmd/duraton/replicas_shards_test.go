@@ -267,6 +267,22 @@ func TestShardedReplicasKillAndJoin(t *testing.T) {
 	require.Positive(t, total, "the live replicas count their attempts by shard")
 }
 
+// waitServing waits until replica r says it leads each of shards (its engine for the
+// shard has started and serves).
+func waitServing(t *testing.T, r *replicaProc, shards []int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, s := range shards {
+		line := regexp.MustCompile(fmt.Sprintf(`(?m)^leading shard %d \(epoch \d+\)$`, s))
+		for !line.MatchString(r.stdout.String()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not serve shard %d after %s", r.ID, s, timeout)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
 // pgProxy forwards TCP connections to a PostgreSQL server until cut: then it closes the
 // connections it carries and refuses new ones, as a network partition would.
 type pgProxy struct {
@@ -341,6 +357,7 @@ func TestShardedReplicaPartitionFenced(t *testing.T) {
 	b := startReplica(t, db, creds, "--shards", fmt.Sprint(testShards), "--store", viaProxy.String()) // the later --store wins
 	per := waitShared(t, db, []*replicaProc{a, b}, 30*time.Second)
 	t.Logf("shards: %v", per)
+	waitServing(t, b, per[b.ID], 30*time.Second) // its engines run: the cut comes to a leader
 
 	proxy.partition()
 	cutAt := time.Now()
