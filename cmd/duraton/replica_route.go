@@ -76,10 +76,11 @@ func (rt *router) shard(r *http.Request, body []byte) (int, error) {
 			return 0, replica.ErrNeedBody
 		}
 		form, err := url.ParseQuery(string(body))
-		if err != nil || form.Get("token") == "" {
+		token := strings.TrimSpace(form.Get("token")) // as the console reads it
+		if err != nil || token == "" {
 			return pg.ShardOf(devProject, n), nil // the console answers the bad form
 		}
-		project, err := rt.project(form.Get("token"))
+		project, err := rt.project(token)
 		if err != nil {
 			return 0, err
 		}

@@ -72,7 +72,7 @@ func TestRouterShardOfARequest(t *testing.T) {
 	login := req("POST", "/console/login", "")
 	_, err = rt.shard(login, nil)
 	require.ErrorIs(t, err, replica.ErrNeedBody)
-	got, err = rt.shard(login, []byte("token="+strings.ReplaceAll(tokens[2], "=", "%3D")))
+	got, err = rt.shard(login, []byte("token=+"+strings.ReplaceAll(tokens[2], "=", "%3D")+"+")) // spaces around, as pasted
 	require.NoError(t, err)
 	require.Equal(t, shardOf("proj-2"), got)
 }
