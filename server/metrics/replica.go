@@ -8,7 +8,7 @@ import "github.com/prometheus/client_golang/prometheus"
 func (m *Metrics) Replica(leading func() bool, results ...string) func(result string) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "replica_leader",
-		Help: "1 while this replica holds the leader lease and runs the delivery engine, else 0.",
+		Help: "1 while this replica leads at least one shard (runs its delivery engine), else 0.",
 	}, func() float64 {
 		if leading() {
 			return 1
@@ -16,7 +16,7 @@ func (m *Metrics) Replica(leading func() bool, results ...string) func(result st
 		return 0
 	}))
 	forwards := factory{m.reg}.counterVec("replica_forwards_total",
-		"Requests this replica forwarded to the leader, by result: ok (the leader answered), bad_gateway, no_leader.", "result")
+		"Requests this replica forwarded to the leader of their shard, by result: ok (the leader answered), bad_gateway, no_leader.", "result")
 	for _, r := range results {
 		forwards.WithLabelValues(r) // from zero, for rate()
 	}
