@@ -33,7 +33,18 @@ type replicaShare struct {
 // shards if it is new) and returns their tokens. n 0: none (the default project's token
 // is used).
 func benchProjectTokens(ctx context.Context, store string, shards, n int) ([]string, error) {
-	if n == 0 {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("bench-%03d", i)
+	}
+	return makeShardProjects(ctx, store, shards, ids, servertest.CurrentKey, servertest.NextKey)
+}
+
+// makeShardProjects makes the projects ids, with the signing keys given and a token
+// each, each in its shard of the database at store (divided into shards if it is new),
+// and returns their tokens in the order of ids.
+func makeShardProjects(ctx context.Context, store string, shards int, ids []string, currentKey, nextKey string) ([]string, error) {
+	if len(ids) == 0 {
 		return nil, nil
 	}
 	eng, err := pg.Open(ctx, pg.Config{URL: store, MaxConns: 4, Shards: shards})
@@ -41,16 +52,15 @@ func benchProjectTokens(ctx context.Context, store string, shards, n int) ([]str
 		return nil, err
 	}
 	defer eng.Close()
-	tokens := make([]string, n)
-	for i := range n {
-		id := fmt.Sprintf("bench-%03d", i)
+	tokens := make([]string, len(ids))
+	for i, id := range ids {
 		st, err := storage.OpenEngine(keepOpen{eng.ForProject(id)}, storage.Options{})
 		if err != nil {
 			return nil, err
 		}
 		tokens[i] = newToken(id)
 		_, err = delivery.EnsureProject(ctx, st, delivery.Project{ID: id, Name: id, CreatedAt: time.Now().UnixMilli(),
-			CurrentSigningKey: servertest.CurrentKey, NextSigningKey: servertest.NextKey}, server.TokenHash(tokens[i]))
+			CurrentSigningKey: currentKey, NextSigningKey: nextKey}, server.TokenHash(tokens[i]))
 		if cerr := st.Close(); err == nil {
 			err = cerr
 		}

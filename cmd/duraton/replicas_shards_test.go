@@ -16,9 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/duraton/duraton/delivery"
-	"github.com/duraton/duraton/server"
-	"github.com/duraton/duraton/storage"
 	"github.com/duraton/duraton/storage/pg"
 	"github.com/duraton/duraton/storage/pg/pgtest"
 )
@@ -34,20 +31,12 @@ const testShards = 8
 // db (divided into testShards shards if new) and returns their tokens.
 func makeProjects(t *testing.T, db string, creds replicaCreds, n int) []string {
 	t.Helper()
-	eng, err := pg.Open(context.Background(), pg.Config{URL: db, MaxConns: 2, Shards: testShards})
-	require.NoError(t, err)
-	defer eng.Close()
-	tokens := make([]string, n)
-	for i := range n {
-		id := fmt.Sprintf("proj-%d", i)
-		st, err := storage.OpenEngine(keepOpen{eng.ForProject(id)}, storage.Options{})
-		require.NoError(t, err)
-		tokens[i] = newToken(id)
-		_, err = delivery.EnsureProject(context.Background(), st, delivery.Project{ID: id, Name: id,
-			CurrentSigningKey: creds.CurrentKey, NextSigningKey: creds.NextKey}, server.TokenHash(tokens[i]))
-		require.NoError(t, err)
-		require.NoError(t, st.Close())
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("proj-%d", i)
 	}
+	tokens, err := makeShardProjects(context.Background(), db, testShards, ids, creds.CurrentKey, creds.NextKey)
+	require.NoError(t, err)
 	return tokens
 }
 
