@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -126,9 +127,18 @@ var groupCommitTests = map[string]func(*testing.T, *storage.Store){
 	"SnapshotReads": func(t *testing.T, s *storage.Store) {
 		const writes = 60
 		done := make(chan struct{})
+		// The writes start once a read has completed, so that reads run among them
+		// however the goroutines are scheduled (a loaded machine once ran every write
+		// before any reader's first View).
+		firstRead := make(chan struct{})
+		var readOnce sync.Once
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			defer close(done)
+			select {
+			case <-firstRead:
+			case <-time.After(10 * time.Second): // a reader failed: its error says why
+			}
 			for i := 1; i <= writes; i++ {
 				if err := s.Update(func(tx *storage.Tx) error {
 					if err := tx.PutQueue(projectP, &storage.Queue{Name: fmt.Sprintf("q%03d", i)}); err != nil {
@@ -168,6 +178,7 @@ var groupCommitTests = map[string]func(*testing.T, *storage.Store){
 						return
 					}
 					reads.Add(1)
+					readOnce.Do(func() { close(firstRead) })
 				}
 			})
 		}
